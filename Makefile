@@ -1,0 +1,30 @@
+# Everything a user or CI needs: `make setup`, `make demo`, `make test`.
+# Each target creates or reuses the virtual environment in $(VENV).
+VENV ?= .venv
+PYTHON ?= python3.11
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.recon4d-installed
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The main job on the embedded default: a tiny synthetic scene, offline, on CPU.
+demo: setup
+	$(VENV)/bin/recon4d synth --preset tiny --out out/demo
+	$(VENV)/bin/recon4d bench render --quick
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(VENV)/bin/recon4d bench render
+	$(VENV)/bin/recon4d bench skin
+
+clean:
+	rm -rf out cuda_ext/.build .pytest_cache

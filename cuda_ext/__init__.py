@@ -1,0 +1,131 @@
+"""Build, load and fall back for recon4d's custom kernels.
+
+Kernels are grouped in small extension modules ("families") so that each one
+compiles on its own and a change to one kernel does not rebuild the others:
+
+* ``rasterize_cpu`` – tile-based Gaussian rasterizer, forward and backward (C++/OpenMP).
+* ``scaffold_cpu`` / ``scaffold_cuda`` – skinning and k-NN for the motion scaffold.
+
+``load(name)`` compiles a family on first use through torch's extension builder
+(ninja, cached by source hash), and returns ``None`` with a one-line warning when
+it cannot be built, so callers use the PyTorch twin in ``cuda_ext.reference``.
+Users never run a separate build step.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+
+# Architectures we compile CUDA code for when no GPU is visible (CI, login nodes):
+# A100 (sm_80) and H100/H200 (sm_90), the machines our users train on.
+DEFAULT_CUDA_ARCHS = "8.0;9.0"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One extension module: its sources and whether it needs nvcc."""
+
+    sources: tuple[str, ...]
+    cuda: bool = False
+    extra_cflags: tuple[str, ...] = field(default=("-O3", "-fopenmp"))
+    extra_ldflags: tuple[str, ...] = field(default=("-fopenmp",))
+
+
+FAMILIES: dict[str, Family] = {
+    "rasterize_cpu": Family(sources=("cpu/rasterize.cpp",)),
+}
+
+
+class KernelBuildError(RuntimeError):
+    """Raised by ``build`` when a family cannot be compiled (load() turns it into a fallback)."""
+
+
+def build_root() -> Path:
+    """Where compiled kernels are cached.
+
+    ``RECON4D_BUILD_DIR`` wins; otherwise ``cuda_ext/.build`` next to the sources when it
+    is writable (editable installs, CI), else ``$XDG_CACHE_HOME/recon4d``.
+    """
+    if env := os.environ.get("RECON4D_BUILD_DIR"):
+        return Path(env)
+    local = CSRC.parent / ".build"
+    try:
+        local.mkdir(parents=True, exist_ok=True)
+        probe = local / ".write_probe"
+        probe.touch()
+        probe.unlink()
+        return local
+    except OSError:
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        return cache / "recon4d" / "torch_extensions"
+
+
+def _missing_toolchain(family: Family) -> str | None:
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        return "no C++ compiler on PATH (install g++ or set CXX)"
+    if family.cuda:
+        cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+        if cuda_home is None and Path("/usr/local/cuda").exists():
+            os.environ["CUDA_HOME"] = "/usr/local/cuda"
+            cuda_home = "/usr/local/cuda"
+        if cuda_home is None or not (Path(cuda_home) / "bin" / "nvcc").exists():
+            return "no CUDA toolkit found (set CUDA_HOME to a directory with bin/nvcc)"
+        import torch
+
+        if torch.version.cuda is None:
+            return f"this torch ({torch.__version__}) is a CPU-only build"
+    return None
+
+
+def build(name: str, verbose: bool = False) -> ModuleType:
+    """Compile (or fetch from cache) one kernel family; raise KernelBuildError on failure."""
+    if name not in FAMILIES:
+        raise KeyError(f"unknown kernel family {name!r}; known: {sorted(FAMILIES)}")
+    family = FAMILIES[name]
+    if reason := _missing_toolchain(family):
+        raise KernelBuildError(f"cannot build {name}: {reason}")
+
+    import torch
+    from torch.utils import cpp_extension
+
+    root = build_root()
+    root.mkdir(parents=True, exist_ok=True)
+    # torch also reads this for its own lock files; keep them out of the home directory.
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(root))
+    if family.cuda and not torch.cuda.is_available():
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
+    build_dir = root / f"{name}_torch{torch.__version__.replace('+', '_')}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return cpp_extension.load(
+            name=f"recon4d_{name}",
+            sources=[str(CSRC / s) for s in family.sources],
+            extra_cflags=list(family.extra_cflags),
+            extra_cuda_cflags=["-O3", "--use_fast_math"] if family.cuda else None,
+            extra_ldflags=list(family.extra_ldflags),
+            build_directory=str(build_dir),
+            with_cuda=family.cuda,
+            verbose=verbose,
+        )
+    except Exception as exc:  # compiler errors surface as RuntimeError/OSError/CalledProcessError
+        raise KernelBuildError(f"building {name} failed: {exc}") from exc
+
+
+@functools.cache
+def load(name: str) -> ModuleType | None:
+    """Return the compiled family, or None (after one warning) so callers use the twin."""
+    if os.environ.get("RECON4D_DISABLE_KERNELS"):
+        return None
+    try:
+        return build(name)
+    except KernelBuildError as exc:
+        warnings.warn(f"recon4d: {exc}; using the PyTorch reference instead (slower)", stacklevel=2)
+        return None

@@ -1,0 +1,1 @@
+"""One module per ``recon4d`` subcommand; each exposes ``main(argv) -> int``."""

@@ -1,0 +1,7 @@
+"""`recon4d ablate` (issue 9)."""
+
+from recon4d.commands._pending import not_built
+
+
+def main(argv: list[str]) -> int:
+    return not_built("ablate", 9)

@@ -1,0 +1,7 @@
+"""`recon4d view` (issue 7)."""
+
+from recon4d.commands._pending import not_built
+
+
+def main(argv: list[str]) -> int:
+    return not_built("view", 7)

@@ -1,0 +1,23 @@
+"""Shared test fixtures: the real-data location and GPU/compiler skips."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+requires_compiler = pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+
+
+def shared_data(*parts: str) -> Path:
+    """Path under ../shared/data, or skip the test when the real data is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real data not available at {path}")
+    return path

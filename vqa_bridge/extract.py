@@ -1,0 +1,224 @@
+"""Turn a VLM's free-text answer to a multiple-choice question into an option letter.
+
+VLM4D grades models by the letter they chose, but models rarely answer in the
+requested format alone: they wrap the letter in markdown or LaTeX, restate the
+option text, name only the text ("the robot is moving left"), hedge between two
+options, or echo the prompt's ``$LETTER`` placeholder. The rules run from the
+most to the least explicit signal and the first one that decides wins:
+
+1. ``opening``: the response opens with an answer ("B", "(B) left", "Answer: C.").
+2. ``final``: the last final-answer phrase ("the final answer is: B", "Answer: C.").
+   It is decisive: one letter or one option text after it is the answer, while
+   two ("B or C"), a placeholder ("$LETTER") or anything else means the model
+   concluded without choosing, which is ``NO_ANSWER``.
+3. ``conclusion``: the concluding sentence (the last one, or one that starts with
+   "therefore", "thus", ...) names exactly one option, by letter ("option D",
+   "(B)") or by text ("the robot is moving to the left", "there is no dragon").
+
+Otherwise ``NO_ANSWER``. Negated mentions ("not A", "rule out left") never
+count as a choice. Everything here is a pure function of the text and choices.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+NO_ANSWER = "No Valid Answer"
+LETTERS = "ABCD"
+
+# Markup that wraps answers without changing them: **B**, $\boxed{B}$, `B`, \mathbf{B}, curly quotes.
+_MARKUP = [
+    (re.compile(r"\\(?:boxed|text|textbf|mathbf|mathrm)\s*\{([^{}]*)\}"), r"\1"),
+    (re.compile(r"[*_`$#]+"), ""),
+    (re.compile(r"[“”\"‘’]"), "'"),
+    (re.compile(r"[：]"), ": "),
+]
+
+# Spelling variants and paraphrases mapped onto the wording VLM4D's options use.
+_PARAPHRASES = [
+    (r"\btoward\b", "towards"),
+    (r"\b(?:counter ?clockwise|anti clockwise)\b", "anticlockwise"),
+    (r"\b(forward|backward|upward|downward|inward|outward)\b", r"\1s"),
+    (r"\b(?:from )?left (?:to|towards) right\b", "right"),
+    (r"\b(?:from )?right (?:to|towards) left\b", "left"),
+    (r"\b(left|right)wards?\b", r"\1"),
+    (r"\b(?:stationary|motionless|immobile|static|still)\b", "not moving"),
+    (r"\b(?:does not|doesn t|did not|didn t|is not|isn t|has not|hasn t|not) (?:move|moving|moved|in motion)\b", "not moving"),
+    (r"\bno (?:movement|motion)\b", "not moving"),
+]
+_PARAPHRASES = [(re.compile(p), r) for p, r in _PARAPHRASES]
+
+# Words that turn the option mentioned right after them into a rejected one.
+_NEGATORS = re.compile(
+    r"\b(?:not|no|nor|neither|never|n t|rather than|instead of|rule out|ruled out|eliminate|eliminated|exclude|excluded|than)\b"
+    r"(?: \S+){0,2} $"
+)
+
+_CONCLUSION_START = re.compile(r"^\W*(?:therefore|thus|so|hence|consequently|in conclusion|conclusion|overall|in summary)\b", re.I)
+
+_FINAL = re.compile(
+    r"(?:(?:final|correct|best|right|resulting|most likely|likely)\s+(?:answer|option|choice)"
+    r"|\bthe\s+answer|^\W*answer|最终答案|答案)"
+    r"(?:\s+(?:to [^.:\n]{0,60}?|based on [^.:\n]{0,60}?|without [^.:\n]{0,40}?))?"
+    r"(?:\s*\b(?:is|would be|should be|will be|must be|could be|may be)\b(?:\s+therefore)?\s*:?|\s*[:=：])",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+# One letter as a token: 'B', '(B)', 'B:', "'B'"; never part of a word or "A's".
+_LETTER = r"(?<![A-Za-z0-9])[\(\[]?([A-D])[\)\]]?(?![A-Za-z0-9]|'[a-z])"
+_OPENING = re.compile(
+    r"^\W*(?:answer\s*[:\-]?\s*|(?:the\s+)?(?:correct\s+)?(?:option|choice)\s*)?" + _LETTER + r"\s*(?:[:.)\-,]|$)",
+    re.IGNORECASE,
+)
+
+
+def clean(text: str) -> str:
+    """Strip markdown/LaTeX wrappers and collapse blanks; case is kept (letters are upper-case)."""
+    for pattern, repl in _MARKUP:
+        text = pattern.sub(repl, text)
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def normalise(text: str) -> str:
+    """Lower-case words with spelling variants and paraphrases unified: the form option texts are compared in."""
+    text = re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+    for pattern, repl in _PARAPHRASES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def extract_answer(response: str, choices: Mapping[str, object]) -> str:
+    """The option letter a response chose, or ``NO_ANSWER``.
+
+    ``choices`` maps letters to option texts (integers allowed, as in VLM4D).
+    """
+    return explain_answer(response, choices)[0]
+
+
+def explain_answer(response: str, choices: Mapping[str, object]) -> tuple[str, str]:
+    """``(letter or NO_ANSWER, name of the rule that decided)``; the rule is ``"none"`` when none did."""
+    options = {k: normalise(str(v)) for k, v in choices.items() if k in LETTERS}
+    text = clean(response or "")
+    for name, rule in (("opening", _opening), ("final", _final_phrase), ("conclusion", _conclusion)):
+        decided = rule(text, options)
+        if decided is not None:
+            return decided, name
+    return NO_ANSWER, "none"
+
+
+def _opening(text: str, options: dict[str, str]) -> str | None:
+    """A response that starts with an answer: 'B', 'C: left', '(D) ...', 'Answer: A. The video ...'.
+
+    An opening line followed by another letter label ('A: left' then 'B: right')
+    is an echo of the option list, not an answer. A later line that is just a
+    different letter makes the response contradict itself.
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    m = _OPENING.match(lines[0])
+    if not m or m.group(1) not in options:
+        return None
+    letter = m.group(1)
+    if letter == "A" and _is_article(lines[0][m.end(1) :], options["A"]):
+        return None
+    later = [_OPENING.match(line) for line in lines[1:]]
+    if later and later[0] and later[0].group(1) != letter:
+        return None if len(later[0].string) > 3 else NO_ANSWER
+    return letter
+
+
+def _is_article(rest: str, option_a: str) -> bool:
+    """True when an opening 'A' starts a phrase ('A robot is ...') rather than naming option A."""
+    return bool(re.match(r" [a-z]", rest)) and not normalise(rest).startswith(option_a)
+
+
+def _final_phrase(text: str, options: dict[str, str]) -> str | None:
+    """What follows the last final-answer phrase that is followed by anything at all."""
+    for m in reversed(list(_FINAL.finditer(text))):
+        tail = text[m.end() :].strip()
+        if not tail:
+            continue
+        first = re.split(r"\n|(?<=[a-z]{2}[.!?])\s", tail, maxsplit=1)[0]
+        chosen = _letters_in(first, options, leading=True) | _options_in(normalise(first), options)
+        return chosen.pop() if len(chosen) == 1 else NO_ANSWER
+    return None
+
+
+def _conclusion(text: str, options: dict[str, str]) -> str | None:
+    """The single option named by the concluding sentence.
+
+    The last sentence concludes; so does any sentence opened by a conclusion
+    word, tried from the last one back. A response cut off mid-sentence (a
+    truncated or degenerate generation) has no conclusion.
+    """
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+    if not sentences:
+        return None
+    last = sentences[-1]
+    complete = len(sentences) == 1 or re.search(r"[.!?')\]]$", last) or len(last) < 60
+    candidates = ([last] if complete else []) + [s for s in reversed(sentences[:-1]) if _CONCLUSION_START.match(s)]
+    for sentence in candidates:
+        chosen = _letters_in(sentence, options) or _options_in(normalise(sentence), options)
+        if len(chosen) == 1:
+            return chosen.pop()
+    return None
+
+
+def _letters_in(sentence: str, options: dict[str, str], leading: bool = False) -> set[str]:
+    """Letters a sentence picks ('option B', '(C)', 'is D'), skipping negated ones ('not A').
+
+    A bare capital 'A' is only a letter when no word follows it; with
+    ``leading`` (text right after a final-answer phrase) a lower-case letter
+    followed by punctuation ('the answer is b.') counts as well.
+    """
+    flags = re.IGNORECASE if leading else 0
+    found = set()
+    for m in re.finditer(_LETTER, sentence, flags):
+        letter = m.group(1).upper()
+        before = sentence[: m.start()].lower()
+        after = sentence[m.end() :]
+        if letter not in options or _NEGATORS.search(normalise(before) + " "):
+            continue
+        if m.group(1) in "aA" and re.match(r"\s+[a-z]", after) and not normalise(after).startswith(options["A"]):
+            continue  # the article: "a robot", "A dog is ..."
+        if m.group(1).islower() and not re.match(r"\s*(?:[.,;:)]|$)", after):
+            continue
+        found.add(letter)
+    return found
+
+
+def _options_in(sentence: str, options: dict[str, str]) -> set[str]:
+    """Options whose (normalised) text a sentence states, not negated, not inside a longer match.
+
+    A shorter option inside a longer matched one ('clockwise' in
+    'anticlockwise', 'left' in 'left then right') does not count on its own.
+    An option 'no <thing> there' also matches 'there is no <thing>' and
+    'I don't see a <thing>', keyed on the thing's last word.
+    """
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for letter, option in options.items():
+        if option:
+            spans[letter] = [m.span() for m in re.finditer(_option_pattern(option), sentence)]
+    found = set()
+    for letter, hits in spans.items():
+        for start, end in hits:
+            covered = any(
+                s <= start and end <= e and (e - s) > (end - start) for other, others in spans.items() for s, e in others
+            )
+            if not covered and not _NEGATORS.search(sentence[:start]):
+                found.add(letter)
+    return found
+
+
+def _option_pattern(option: str) -> str:
+    """Regex for an option's text as whole words; absence options ('no robot dog there') get their paraphrases."""
+    absent = re.fullmatch(r"no (.+) there", option)
+    if absent:
+        thing = re.escape(absent.group(1).split()[-1])
+        return (
+            rf"\b(?:no (?:\S+ ){{0,4}}{thing}s?|(?:not|n t|cannot|can t) (?:see|find|visible|present|any) (?:\S+ ){{0,4}}{thing}s?"
+            rf"|{thing}s? (?:is|are|was|were) (?:not|n t) (?:present|visible|there|seen|in))\b"
+        )
+    return rf"(?<![a-z0-9]){re.escape(option)}(?![a-z0-9])"

@@ -39,11 +39,14 @@ _MARKUP = [
 _PARAPHRASES = [
     (r"\btoward\b", "towards"),
     (r"\b(?:counter ?clockwise|anti clockwise)\b", "anticlockwise"),
-    (r"\b(forward|backward|upward|downward|inward|outward)\b", r"\1s"),
+    (r"\b(forward|backward|inward|outward)\b", r"\1s"),
+    (r"\b(up|down)wards?\b", r"\1"),
+    (r"\b(?:closer|nearer) to (?:the )?camera\b", "towards the camera"),
+    (r"\b(?:farther|further) (?:away )?from (?:the )?camera\b", "away from the camera"),
     (r"\b(?:from )?left (?:to|towards) right\b", "right"),
     (r"\b(?:from )?right (?:to|towards) left\b", "left"),
     (r"\b(left|right)wards?\b", r"\1"),
-    (r"\b(?:stationary|motionless|immobile|static|still)\b", "not moving"),
+    (r"\b(?:stationary|motionless|immobile|static)\b", "not moving"),
     (r"\b(?:does not|doesn t|did not|didn t|is not|isn t|has not|hasn t|not) (?:move|moving|moved|in motion)\b", "not moving"),
     (r"\bno (?:movement|motion)\b", "not moving"),
 ]
@@ -52,21 +55,34 @@ _PARAPHRASES = [(re.compile(p), r) for p, r in _PARAPHRASES]
 # Words that turn the option mentioned right after them into a rejected one.
 _NEGATORS = re.compile(
     r"\b(?:not|no|nor|neither|never|n t|rather than|instead of|rule out|ruled out|eliminate|eliminated|exclude|excluded|than)\b"
-    r"(?: \S+){0,2} $"
+    r"(?: \S+){0,2}(?: (?:[a-d]|or|and|nor|options?))* $"
+)
+
+# How many closing sentences a response without a final-answer phrase is read from.
+_LAST_SENTENCES = 2
+
+# A closing sentence that declines to answer: "I cannot determine the direction".
+_REFUSAL = re.compile(
+    r"\b(?:cannot|can't|can not|unable to|not possible to|impossible to|not able to)\s+(?:\w+\s+){0,2}?"
+    r"(?:determine|answer|tell|say|confirm|provide|identify|conclude|know)",
+    re.IGNORECASE,
 )
 
 _CONCLUSION_START = re.compile(r"^\W*(?:therefore|thus|so|hence|consequently|in conclusion|conclusion|overall|in summary)\b", re.I)
 
 _FINAL = re.compile(
     r"(?:(?:final|correct|best|right|resulting|most likely|likely)\s+(?:answer|option|choice)"
-    r"|\bthe\s+answer|^\W*answer|最终答案|答案)"
+    r"|\bthe\s+answer|^\W*answer|答案是?)"
     r"(?:\s+(?:to [^.:\n]{0,60}?|based on [^.:\n]{0,60}?|without [^.:\n]{0,40}?))?"
     r"(?:\s*\b(?:is|would be|should be|will be|must be|could be|may be)\b(?:\s+therefore)?\s*:?|\s*[:=：])",
     re.IGNORECASE | re.MULTILINE,
 )
 
+# After a chosen letter: another one offered in its place ("B or C", "C,D", "D or any other option").
+_ALTERNATIVE = re.compile(r"\s*(?:\bor\b|[,/]\s*(?:option\s*)?[\(\[]?[A-D](?![A-Za-z]))", re.IGNORECASE)
+
 # One letter as a token: 'B', '(B)', 'B:', "'B'"; never part of a word or "A's".
-_LETTER = r"(?<![A-Za-z0-9])[\(\[]?([A-D])[\)\]]?(?![A-Za-z0-9]|'[a-z])"
+_LETTER = r"(?<![A-Za-z0-9/])[\(\[]?([A-D])[\)\]]?(?![A-Za-z0-9]|'[a-z])"
 _OPENING = re.compile(
     r"^\W*(?:answer\s*[:\-]?\s*|(?:the\s+)?(?:correct\s+)?(?:option|choice)\s*)?" + _LETTER + r"\s*(?:[:.)\-,]|$)",
     re.IGNORECASE,
@@ -121,6 +137,8 @@ def _opening(text: str, options: dict[str, str]) -> str | None:
     if not m or m.group(1) not in options:
         return None
     letter = m.group(1)
+    if _ALTERNATIVE.match(lines[0][m.end(1) :].lstrip(")]")):
+        return NO_ANSWER
     if letter == "A" and _is_article(lines[0][m.end(1) :], options["A"]):
         return None
     later = [_OPENING.match(line) for line in lines[1:]]
@@ -135,34 +153,59 @@ def _is_article(rest: str, option_a: str) -> bool:
 
 
 def _final_phrase(text: str, options: dict[str, str]) -> str | None:
-    """What follows the last final-answer phrase that is followed by anything at all."""
+    """What follows the last final-answer phrase that is followed by anything at all.
+
+    A letter right after the phrase wins over whatever explains it ("B (left)",
+    "D: not moving") unless an alternative follows ("B or C", "C, D"). A
+    conditional answer ("If it moves left, the answer is: A") chooses nothing.
+    """
     for m in reversed(list(_FINAL.finditer(text))):
-        tail = text[m.end() :].strip()
-        if not tail:
+        segments = [seg for seg in re.split(r"\n|(?<=[a-z]{2}[.!?])\s", text[m.end() :]) if re.search(r"\w", seg)]
+        if not segments:
             continue
-        first = re.split(r"\n|(?<=[a-z]{2}[.!?])\s", tail, maxsplit=1)[0]
+        first = segments[0]
+        if _is_conditional(text[: m.start()], first):
+            return NO_ANSWER
+        lead = re.match(r"\W*(?:option|choice)?\s*" + _LETTER, first, re.IGNORECASE)
+        if lead and _letters_in(lead.group(0), options, leading=True):
+            return NO_ANSWER if _ALTERNATIVE.match(first[lead.end() :]) else lead.group(1).upper()
         chosen = _letters_in(first, options, leading=True) | _options_in(normalise(first), options)
         return chosen.pop() if len(chosen) == 1 else NO_ANSWER
     return None
 
 
-def _conclusion(text: str, options: dict[str, str]) -> str | None:
-    """The single option named by the concluding sentence.
+def _is_conditional(before: str, after: str) -> bool:
+    """Whether a final-answer phrase sits in an 'if' clause: its own sentence, the line introducing it, or its tail."""
+    sentence = re.split(r"[.!?]\s|\n", before)[-1]
+    lines = before.rstrip().splitlines()
+    intro = lines[-1] if lines and not sentence.strip() else ""
+    intro = intro if intro.rstrip().endswith(":") else ""
+    return any(re.search(r"\bif\b", part, re.IGNORECASE) for part in (sentence, intro, after))
 
-    The last sentence concludes; so does any sentence opened by a conclusion
-    word, tried from the last one back. A response cut off mid-sentence (a
-    truncated or degenerate generation) has no conclusion.
+
+def _conclusion(text: str, options: dict[str, str]) -> str | None:
+    """The single option named by the concluding sentences.
+
+    The last few sentences conclude (an empty "the final answer is:" at the end
+    defers to what precedes it), and so does any sentence opened by a
+    conclusion word. A response cut off mid-sentence (a truncated or degenerate
+    generation) has no last sentence to read.
     """
     sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+    while sentences and _FINAL.search(sentences[-1]) and not _FINAL.split(sentences[-1])[-1].strip(" .:"):
+        sentences.pop()
     if not sentences:
         return None
-    last = sentences[-1]
-    complete = len(sentences) == 1 or re.search(r"[.!?')\]]$", last) or len(last) < 60
-    candidates = ([last] if complete else []) + [s for s in reversed(sentences[:-1]) if _CONCLUSION_START.match(s)]
-    for sentence in candidates:
+    tail = sentences[-_LAST_SENTENCES:]
+    if not (len(sentences) == 1 or re.search(r"[.!?')\]]$", tail[-1]) or len(tail[-1]) < 60):
+        tail = []
+    marked = [s for s in sentences[: -_LAST_SENTENCES or None] if _CONCLUSION_START.match(s)]
+    for sentence in reversed(marked + tail):
         chosen = _letters_in(sentence, options) or _options_in(normalise(sentence), options)
         if len(chosen) == 1:
             return chosen.pop()
+        if not chosen and _REFUSAL.search(sentence):
+            return NO_ANSWER
     return None
 
 
@@ -213,7 +256,13 @@ def _options_in(sentence: str, options: dict[str, str]) -> set[str]:
 
 
 def _option_pattern(option: str) -> str:
-    """Regex for an option's text as whole words; absence options ('no robot dog there') get their paraphrases."""
+    """Regex for an option's text as whole words, with paraphrases for two kinds of option.
+
+    'no robot dog there' also matches 'there is no dog', 'I don't see a robot
+    dog' (keyed on the thing's last word). A compound 'X and Y' matches both
+    parts in either order, each by its content words with small gaps, so
+    'towards the camera and to the right' matches 'right and towards the camera'.
+    """
     absent = re.fullmatch(r"no (.+) there", option)
     if absent:
         thing = re.escape(absent.group(1).split()[-1])
@@ -221,4 +270,14 @@ def _option_pattern(option: str) -> str:
             rf"\b(?:no (?:\S+ ){{0,4}}{thing}s?|(?:not|n t|cannot|can t) (?:see|find|visible|present|any) (?:\S+ ){{0,4}}{thing}s?"
             rf"|{thing}s? (?:is|are|was|were) (?:not|n t) (?:present|visible|there|seen|in))\b"
         )
+    parts = option.split(" and ")
+    if len(parts) == 2:
+        first, second = (_loose(part) for part in parts)
+        return rf"\b(?:{first}\b.*\b{second}|{second}\b.*\b{first})\b"
     return rf"(?<![a-z0-9]){re.escape(option)}(?![a-z0-9])"
+
+
+def _loose(part: str) -> str:
+    """A phrase's content words in order, allowing up to two other words between them."""
+    words = [re.escape(w) for w in part.split() if w not in {"the", "to", "from", "of", "a"}]
+    return r"(?: \S+){0,2} ".join(words)

@@ -41,6 +41,10 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "rasterize_cpu": Family(sources=("cpu/rasterize.cpp",)),
+    "scaffold_cpu": Family(sources=("cpu/scaffold.cpp",)),
+    # The .cu holds every scaffold CUDA kernel and includes no torch header (fast nvcc);
+    # the bindings .cpp is the only translation unit that parses torch.
+    "scaffold_cuda": Family(sources=("cuda/scaffold.cu", "cuda/scaffold_bindings.cpp"), cuda=True),
 }
 
 
@@ -120,12 +124,27 @@ def build(name: str, verbose: bool = False) -> ModuleType:
 
 
 @functools.cache
+def _build_once(name: str) -> tuple[ModuleType | None, str | None]:
+    if os.environ.get("RECON4D_DISABLE_KERNELS"):
+        return None, "kernels disabled by RECON4D_DISABLE_KERNELS"
+    try:
+        return build(name), None
+    except KernelBuildError as exc:
+        return None, str(exc)
+
+
+def require(name: str) -> ModuleType:
+    """Return the compiled family or raise KernelBuildError saying why it is unavailable."""
+    module, error = _build_once(name)
+    if module is None:
+        raise KernelBuildError(error)
+    return module
+
+
+@functools.cache
 def load(name: str) -> ModuleType | None:
     """Return the compiled family, or None (after one warning) so callers use the twin."""
-    if os.environ.get("RECON4D_DISABLE_KERNELS"):
-        return None
-    try:
-        return build(name)
-    except KernelBuildError as exc:
-        warnings.warn(f"recon4d: {exc}; using the PyTorch reference instead (slower)", stacklevel=2)
-        return None
+    module, error = _build_once(name)
+    if module is None:
+        warnings.warn(f"recon4d: {error}; using the PyTorch reference instead (slower)", stacklevel=2)
+    return module

@@ -1,0 +1,111 @@
+"""EWA projection of 3D Gaussians to 2D screen-space Gaussians, in plain PyTorch.
+
+Semantics follow gsplat's pinhole projection exactly (so our CPU backend and the
+gsplat CUDA backend render the same image): world->camera, Jacobian of the
+perspective map with the camera-space point clamped to 1.3x the field of view,
+``eps2d`` added to the 2D covariance (with the optional antialiasing
+compensation), per-axis radii of 3.33 sigma, and Gaussians behind the near plane,
+beyond the far plane or fully off-screen culled with radius 0.
+
+This part is O(C*N) and differentiable by autograd; the O(pixels) work lives in
+the rasterization kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Projection:
+    """Screen-space Gaussians for C cameras and N Gaussians."""
+
+    means2d: Tensor  # [C, N, 2] pixels
+    conics: Tensor  # [C, N, 3] upper triangle of the inverse 2D covariance (a, b, c)
+    depths: Tensor  # [C, N] camera-space z
+    radii: Tensor  # [C, N, 2] int32, 0 = culled
+    compensations: Tensor | None  # [C, N] antialiasing opacity factor, or None
+
+
+def quat_to_rotmat(quats: Tensor) -> Tensor:
+    """Rotation matrices [..., 3, 3] from (w, x, y, z) quaternions (normalised here)."""
+    w, x, y, z = torch.unbind(torch.nn.functional.normalize(quats, dim=-1), dim=-1)
+    return torch.stack(
+        [
+            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        ],
+        dim=-1,
+    ).reshape(quats.shape[:-1] + (3, 3))
+
+
+def covariance_3d(quats: Tensor, scales: Tensor) -> Tensor:
+    """World-space covariance R S S^T R^T, [N, 3, 3]."""
+    m = quat_to_rotmat(quats) * scales[..., None, :]
+    return m @ m.transpose(-1, -2)
+
+
+def project_gaussians(
+    means: Tensor,
+    covars: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    *,
+    eps2d: float = 0.3,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+    antialiased: bool = False,
+) -> Projection:
+    """Project N world-space Gaussians into C pinhole cameras (OpenCV convention)."""
+    rot, trans = viewmats[:, :3, :3], viewmats[:, :3, 3]
+    means_c = torch.einsum("cij,nj->cni", rot, means) + trans[:, None, :]
+    covars_c = torch.einsum("cij,njk,clk->cnil", rot, covars, rot)
+
+    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]
+    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
+    x, y, z = means_c.unbind(-1)
+    # Clamp the point used for the Jacobian to 1.3x the frustum, as gsplat does, so
+    # Gaussians far outside the image do not get huge, unstable footprints.
+    tan_x, tan_y = 0.5 * width / fx, 0.5 * height / fy
+    lim_xp, lim_xn = (width - cx) / fx + 0.3 * tan_x, cx / fx + 0.3 * tan_x
+    lim_yp, lim_yn = (height - cy) / fy + 0.3 * tan_y, cy / fy + 0.3 * tan_y
+    tx = z * torch.clamp(x / z, min=-lim_xn, max=lim_xp)
+    ty = z * torch.clamp(y / z, min=-lim_yn, max=lim_yp)
+    zero = torch.zeros_like(z)
+    jac = torch.stack(
+        [fx / z, zero, -fx * tx / (z * z), zero, fy / z, -fy * ty / (z * z)], dim=-1
+    ).reshape(z.shape + (2, 3))
+    cov2d = jac @ covars_c @ jac.transpose(-1, -2)
+    means2d = torch.stack([fx * x / z + cx, fy * y / z + cy], dim=-1)
+
+    det_orig = cov2d[..., 0, 0] * cov2d[..., 1, 1] - cov2d[..., 0, 1] * cov2d[..., 1, 0]
+    cov2d = cov2d + eps2d * torch.eye(2, dtype=cov2d.dtype, device=cov2d.device)
+    det = cov2d[..., 0, 0] * cov2d[..., 1, 1] - cov2d[..., 0, 1] * cov2d[..., 1, 0]
+    det = det.clamp(min=1e-10)
+    compensations = torch.sqrt(torch.clamp(det_orig / det, min=0.0)) if antialiased else None
+    conics = torch.stack(
+        [cov2d[..., 1, 1] / det, -(cov2d[..., 0, 1] + cov2d[..., 1, 0]) / 2.0 / det, cov2d[..., 0, 0] / det],
+        dim=-1,
+    )
+
+    with torch.no_grad():
+        radii = torch.stack(
+            [torch.ceil(3.33 * torch.sqrt(cov2d[..., 0, 0])), torch.ceil(3.33 * torch.sqrt(cov2d[..., 1, 1]))],
+            dim=-1,
+        )
+        valid = (det > 0) & (z > near_plane) & (z < far_plane)
+        onscreen = (
+            (means2d[..., 0] + radii[..., 0] > 0)
+            & (means2d[..., 0] - radii[..., 0] < width)
+            & (means2d[..., 1] + radii[..., 1] > 0)
+            & (means2d[..., 1] - radii[..., 1] < height)
+        )
+        radii = torch.where((valid & onscreen)[..., None], radii, torch.zeros_like(radii))
+        radii = torch.nan_to_num(radii, nan=0.0).int()
+    return Projection(means2d, conics, z, radii, compensations)

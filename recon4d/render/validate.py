@@ -1,0 +1,77 @@
+"""Input checks for ``rasterize``: every bad input gets an error that names the argument.
+
+Kernels assume well-formed, contiguous, same-device tensors; checking here (on the
+host, before any launch) turns segfaults and silent garbage into ValueErrors.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _shape(name: str, t: Tensor, expected: tuple[int | None, ...], what: str) -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    ok = t.dim() == len(expected) and all(e is None or s == e for s, e in zip(t.shape, expected))
+    if not ok:
+        raise ValueError(f"{name} must have shape {what}, got {tuple(t.shape)}")
+
+
+def _finite(name: str, t: Tensor) -> None:
+    if not torch.isfinite(t).all():
+        bad = (~torch.isfinite(t)).any(dim=-1) if t.dim() > 1 else ~torch.isfinite(t)
+        raise ValueError(f"{name} contains NaN or inf (first bad row: {int(bad.nonzero()[0, 0])})")
+
+
+def check_rasterize_inputs(
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    features: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    backgrounds: Tensor | None,
+) -> Tensor:
+    """Validate shapes, devices, dtypes and values; returns ``features`` (possibly [C,N,D])."""
+    for name, value in (("width", width), ("height", height)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive int (zero-area images cannot be rendered), got {value!r}")
+    _shape("means", means, (None, 3), "[N, 3]")
+    N = means.shape[0]
+    _shape("quats", quats, (N, 4), f"[N={N}, 4]")
+    _shape("scales", scales, (N, 3), f"[N={N}, 3]")
+    _shape("opacities", opacities, (N,), f"[N={N}]")
+    _shape("viewmats", viewmats, (None, 4, 4), "[C, 4, 4]")
+    C = viewmats.shape[0]
+    _shape("Ks", Ks, (C, 3, 3), f"[C={C}, 3, 3]")
+    if features.dim() == 2:
+        _shape("features", features, (N, None), f"[N={N}, D] or [C={C}, N={N}, D]")
+    else:
+        _shape("features", features, (C, N, None), f"[N={N}, D] or [C={C}, N={N}, D]")
+    if features.shape[-1] == 0:
+        raise ValueError("features must have at least one channel (D >= 1)")
+    D = features.shape[-1]
+    if backgrounds is not None and tuple(backgrounds.shape) not in {(D,), (C, D)}:
+        raise ValueError(f"backgrounds must have shape [D={D}] or [C={C}, D={D}], got {tuple(backgrounds.shape)}")
+
+    named = {"means": means, "quats": quats, "scales": scales, "opacities": opacities,
+             "features": features, "viewmats": viewmats, "Ks": Ks}
+    if backgrounds is not None:
+        named["backgrounds"] = backgrounds
+    device = means.device
+    for name, t in named.items():
+        if t.device != device:
+            raise ValueError(f"{name} is on {t.device} but means is on {device}; put all inputs on one device")
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
+        if t.dtype != means.dtype:
+            raise ValueError(f"{name} has dtype {t.dtype} but means has {means.dtype}; use one dtype")
+    for name in ("means", "scales", "quats", "opacities", "viewmats", "Ks"):
+        _finite(name, named[name])
+    if N and (quats.norm(dim=-1) == 0).any():
+        raise ValueError("quats contains a zero quaternion (cannot be normalised)")
+    return features

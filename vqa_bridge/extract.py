@@ -54,7 +54,7 @@ _PARAPHRASES = [(re.compile(p), r) for p, r in _PARAPHRASES]
 
 # Words that turn the option mentioned right after them into a rejected one.
 _NEGATORS = re.compile(
-    r"\b(?:not|no|nor|neither|never|n t|rather than|instead of|rule out|ruled out|eliminate|eliminated|exclude|excluded|than)\b"
+    r"(?:\b(?:not|no|nor|neither|never|rather than|instead of|rule out|ruled out|eliminate|eliminated|exclude|excluded|than)|n t)\b"
     r"(?: \S+){0,2}(?: (?:[a-d]|or|and|nor|options?))* $"
 )
 
@@ -71,15 +71,16 @@ _REFUSAL = re.compile(
 _CONCLUSION_START = re.compile(r"^\W*(?:therefore|thus|so|hence|consequently|in conclusion|conclusion|overall|in summary)\b", re.I)
 
 _FINAL = re.compile(
-    r"(?:(?:final|correct|best|right|resulting|most likely|likely)\s+(?:answer|option|choice)"
-    r"|\bthe\s+answer|^\W*answer|答案是?)"
+    r"(?:(?:final|correct|best|right|resulting|closest|likely|appropriate|plausible)\s+(?:answer|option|choice)"
+    r"|\bthe\s+answer|^\W*answer)"
     r"(?:\s+(?:to [^.:\n]{0,60}?|based on [^.:\n]{0,60}?|without [^.:\n]{0,40}?))?"
-    r"(?:\s*\b(?:is|would be|should be|will be|must be|could be|may be)\b(?:\s+therefore)?\s*:?|\s*[:=：])",
+    r"(?:\s*\b(?:is|would be|should be|will be|must be|could be|may be)\b(?:\s+therefore)?\s*:?|\s*[:=])"
+    r"|答案(?:是|\s*:)",
     re.IGNORECASE | re.MULTILINE,
 )
 
 # After a chosen letter: another one offered in its place ("B or C", "C,D", "D or any other option").
-_ALTERNATIVE = re.compile(r"\s*(?:\bor\b|[,/]\s*(?:option\s*)?[\(\[]?[A-D](?![A-Za-z]))", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\s*(?:\([^()]*\)\s*)?(?:\bor\b|[,/]\s*(?:option\s*)?[\(\[]?[A-D](?![A-Za-z]))", re.IGNORECASE)
 
 # One letter as a token: 'B', '(B)', 'B:', "'B'"; never part of a word or "A's".
 _LETTER = r"(?<![A-Za-z0-9/])[\(\[]?([A-D])[\)\]]?(?![A-Za-z0-9]|'[a-z])"
@@ -116,7 +117,12 @@ def explain_answer(response: str, choices: Mapping[str, object]) -> tuple[str, s
     """``(letter or NO_ANSWER, name of the rule that decided)``; the rule is ``"none"`` when none did."""
     options = {k: normalise(str(v)) for k, v in choices.items() if k in LETTERS}
     text = clean(response or "")
-    for name, rule in (("opening", _opening), ("final", _final_phrase), ("conclusion", _conclusion)):
+    for name, rule in (
+        ("final", _final_letter),
+        ("opening", _opening),
+        ("final", _final_text),
+        ("conclusion", _conclusion),
+    ):
         decided = rule(text, options)
         if decided is not None:
             return decided, name
@@ -152,35 +158,69 @@ def _is_article(rest: str, option_a: str) -> bool:
     return bool(re.match(r" [a-z]", rest)) and not normalise(rest).startswith(option_a)
 
 
-def _final_phrase(text: str, options: dict[str, str]) -> str | None:
-    """What follows the last final-answer phrase that is followed by anything at all.
+def _final_letter(text: str, options: dict[str, str]) -> str | None:
+    """A letter right after the last final-answer phrase ("is: B (left)", "is: D: not moving").
 
-    A letter right after the phrase wins over whatever explains it ("B (left)",
-    "D: not moving") unless an alternative follows ("B or C", "C, D"). A
-    conditional answer ("If it moves left, the answer is: A") chooses nothing.
+    No choice was made when an alternative follows ("B or C", "C, D"), when the
+    answer carries a condition ("B if it moves right"), or when it closes a
+    case analysis: an 'if' before it and a different letter under an earlier
+    final-answer phrase ("If left, the answer is: A ... If right, the answer is: C").
     """
-    for m in reversed(list(_FINAL.finditer(text))):
+    answers = _final_answers(text, options)
+    if not answers:
+        return None
+    letter, before, tail = answers[-1]
+    if letter is None:
+        return None
+    if _ALTERNATIVE.match(tail) or re.search(r"\bif\b", tail, re.IGNORECASE):
+        return NO_ANSWER
+    if _is_conditional(before) and any(other not in (None, letter) for other, _, _ in answers[:-1]):
+        return NO_ANSWER
+    return letter
+
+
+def _final_text(text: str, options: dict[str, str]) -> str | None:
+    """The one option the last final-answer phrase names some other way; several or none is no answer.
+
+    Runs after ``_opening`` because the judges rank a letter above text:
+    "Answer: A. The final answer is: left." chose A.
+    """
+    answers = _final_answers(text, options)
+    if not answers:
+        return None
+    tail = answers[-1][2]
+    chosen = _letters_in(tail, options, leading=True) | _options_in(normalise(tail), options)
+    return chosen.pop() if len(chosen) == 1 else NO_ANSWER
+
+
+def _final_answers(text: str, options: dict[str, str]) -> list[tuple[str | None, str, str]]:
+    """``(leading letter or None, text before, rest of the sentence)`` for each final-answer phrase with words after it.
+
+    An "Answer:" that opens the response is left to ``_opening``; an empty
+    phrase ("Therefore, the final answer is:" at the very end) is skipped.
+    """
+    answers = []
+    for m in _FINAL.finditer(text):
+        if not text[: m.start()].strip():
+            continue
         segments = [seg for seg in re.split(r"\n|(?<=[a-z]{2}[.!?])\s", text[m.end() :]) if re.search(r"\w", seg)]
         if not segments:
             continue
-        first = segments[0]
-        if _is_conditional(text[: m.start()], first):
-            return NO_ANSWER
-        lead = re.match(r"\W*(?:option|choice)?\s*" + _LETTER, first, re.IGNORECASE)
+        lead = re.match(r"\W*(?:option|choice)?\s*" + _LETTER, segments[0], re.IGNORECASE)
         if lead and _letters_in(lead.group(0), options, leading=True):
-            return NO_ANSWER if _ALTERNATIVE.match(first[lead.end() :]) else lead.group(1).upper()
-        chosen = _letters_in(first, options, leading=True) | _options_in(normalise(first), options)
-        return chosen.pop() if len(chosen) == 1 else NO_ANSWER
-    return None
+            answers.append((lead.group(1).upper(), text[: m.start()], segments[0][lead.end() :]))
+        else:
+            answers.append((None, text[: m.start()], segments[0]))
+    return answers
 
 
-def _is_conditional(before: str, after: str) -> bool:
-    """Whether a final-answer phrase sits in an 'if' clause: its own sentence, the line introducing it, or its tail."""
-    sentence = re.split(r"[.!?]\s|\n", before)[-1]
-    lines = before.rstrip().splitlines()
-    intro = lines[-1] if lines and not sentence.strip() else ""
-    intro = intro if intro.rstrip().endswith(":") else ""
-    return any(re.search(r"\bif\b", part, re.IGNORECASE) for part in (sentence, intro, after))
+def _is_conditional(before: str) -> bool:
+    """Whether the text leading to a final-answer phrase puts it under an 'if': in its own sentence or in a line ending in ':' that introduces it."""
+    lines = before.split("\n")
+    sentence = re.split(r"[.!?]\s", lines[-1])[-1]
+    earlier = [line for line in lines[:-1] if line.strip()]
+    intro = earlier[-1] if earlier and earlier[-1].rstrip().endswith(":") else ""
+    return any(re.search(r"\bif\b", part, re.IGNORECASE) for part in (sentence, intro))
 
 
 def _conclusion(text: str, options: dict[str, str]) -> str | None:
@@ -267,7 +307,7 @@ def _option_pattern(option: str) -> str:
     if absent:
         thing = re.escape(absent.group(1).split()[-1])
         return (
-            rf"\b(?:no (?:\S+ ){{0,4}}{thing}s?|(?:not|n t|cannot|can t) (?:see|find|visible|present|any) (?:\S+ ){{0,4}}{thing}s?"
+            rf"\b(?:no (?:\S+ ){{0,4}}{thing}s?|(?:\bnot|n t|\bcannot) (?:see|find|visible|present|any) (?:\S+ ){{0,4}}{thing}s?"
             rf"|{thing}s? (?:is|are|was|were) (?:not|n t) (?:present|visible|there|seen|in))\b"
         )
     parts = option.split(" and ")

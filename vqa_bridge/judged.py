@@ -73,7 +73,9 @@ def reference_letter(extracted: str, choices: Mapping[str, object]) -> str:
 
 
 def judged_files(folders: list[Path]) -> list[Path]:
-    """Every ``*.json`` in the given folders, sorted; a missing folder is an error."""
+    """Every ``*.json`` in the given folders, sorted; no folder, a missing one or an empty one is an error."""
+    if not folders:
+        raise FileNotFoundError("no judged folders given")
     files = []
     for folder in folders:
         folder = Path(folder)

@@ -1,0 +1,48 @@
+"""Host-side input checks shared by the kernel wrappers (skinning, k-NN).
+
+Kernels index raw memory, so a bad node id is a segfault on CPU and an illegal
+address on CUDA; NaNs silently propagate into every Gaussian that touches a node.
+Every wrapper therefore checks shapes first (free) and then data (ids in range,
+finite values, ...) in one batched reduction with a single device-to-host copy,
+raising ``ValueError`` that names the offending argument.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def expect_shape(name: str, tensor: torch.Tensor, shape: tuple[int | None, ...]) -> None:
+    """Raise ValueError unless ``tensor`` has ``shape`` (None matches any size)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    ok = tensor.dim() == len(shape) and all(s is None or s == d for s, d in zip(shape, tensor.shape))
+    if not ok:
+        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise ValueError(f"{name} must have shape {want}, got {list(tensor.shape)}")
+
+
+def expect_float(name: str, tensor: torch.Tensor, like: torch.Tensor) -> None:
+    """Raise ValueError unless ``tensor`` is float32/float64 with ``like``'s dtype and device."""
+    if tensor.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be float32 or float64, got {tensor.dtype}")
+    if tensor.dtype != like.dtype or tensor.device != like.device:
+        raise ValueError(
+            f"{name} is {tensor.dtype} on {tensor.device} but the other inputs are {like.dtype} on {like.device}"
+        )
+
+
+def raise_first_failure(checks: list[tuple[str, torch.Tensor]]) -> None:
+    """Evaluate 0-d boolean ``ok`` tensors with one host sync; raise ValueError(message) for the first False."""
+    if not checks:
+        return
+    flags = torch.stack([ok.reshape(()) for _, ok in checks]).tolist()
+    for (message, _), ok in zip(checks, flags):
+        if not ok:
+            raise ValueError(message)
+
+
+def finite_check(name: str, tensor: torch.Tensor) -> tuple[str, torch.Tensor]:
+    return f"{name} contains NaN or Inf", torch.isfinite(tensor).all()

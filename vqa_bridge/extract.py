@@ -52,6 +52,9 @@ _PARAPHRASES = [
 ]
 _PARAPHRASES = [(re.compile(p), r) for p, r in _PARAPHRASES]
 
+# Options that only say the thing stays put.
+_STILL = {"not moving", "not rotating"}
+
 # Words that turn the option mentioned right after them into a rejected one.
 _NEGATORS = re.compile(
     r"(?:\b(?:not|no|nor|neither|never|rather than|instead of|rule out|ruled out|eliminate|eliminated|exclude|excluded|than)|n t)\b"
@@ -277,8 +280,8 @@ def _options_in(sentence: str, options: dict[str, str]) -> set[str]:
 
     A shorter option inside a longer matched one ('clockwise' in
     'anticlockwise', 'left' in 'left then right') does not count on its own.
-    An option 'no <thing> there' also matches 'there is no <thing>' and
-    'I don't see a <thing>', keyed on the thing's last word.
+    When the thing is said to be absent, a 'not moving' mention only follows
+    from that and does not compete with it.
     """
     spans: dict[str, list[tuple[int, int]]] = {}
     for letter, option in options.items():
@@ -292,6 +295,9 @@ def _options_in(sentence: str, options: dict[str, str]) -> set[str]:
             )
             if not covered and not _NEGATORS.search(sentence[:start]):
                 found.add(letter)
+    absent = {k for k in found if re.fullmatch(r"no .+ there", options[k])}
+    if absent:  # a thing that is not there does not move either: "there is no robot, so it is not moving"
+        found -= {k for k in found if options[k] in _STILL}
     return found
 
 
@@ -307,8 +313,8 @@ def _option_pattern(option: str) -> str:
     if absent:
         thing = re.escape(absent.group(1).split()[-1])
         return (
-            rf"\b(?:no (?:\S+ ){{0,4}}{thing}s?|(?:\bnot|n t|\bcannot) (?:see|find|visible|present|any) (?:\S+ ){{0,4}}{thing}s?"
-            rf"|{thing}s? (?:is|are|was|were) (?:not|n t) (?:present|visible|there|seen|in))\b"
+            rf"(?:\bno (?:\S+ ){{0,4}}{thing}s?|(?:\bnot|n t|\bcannot) (?:see|find|visible|present|any) (?:\S+ ){{0,4}}{thing}s?"
+            rf"|\b{thing}s? (?:is|are|was|were) (?:not|n t) (?:present|visible|there|seen|in))\b"
         )
     parts = option.split(" and ")
     if len(parts) == 2:

@@ -3,20 +3,32 @@
 VLM4D grades models by the letter they chose, but models rarely answer in the
 requested format alone: they wrap the letter in markdown or LaTeX, restate the
 option text, name only the text ("the robot is moving left"), hedge between two
-options, or echo the prompt's ``$LETTER`` placeholder. The rules run from the
-most to the least explicit signal and the first one that decides wins:
+options, or echo the prompt's ``$LETTER`` placeholder. The rules below were
+worked out against VLM4D's judge-graded outputs (see ``vqa_bridge.judged``);
+they run from the most to the least explicit signal, and the first one that
+decides wins:
 
-1. ``opening``: the response opens with an answer ("B", "(B) left", "Answer: C.").
-2. ``final``: the last final-answer phrase ("the final answer is: B", "Answer: C.").
-   It is decisive: one letter or one option text after it is the answer, while
-   two ("B or C"), a placeholder ("$LETTER") or anything else means the model
-   concluded without choosing, which is ``NO_ANSWER``.
-3. ``conclusion``: the concluding sentence (the last one, or one that starts with
-   "therefore", "thus", ...) names exactly one option, by letter ("option D",
-   "(B)") or by text ("the robot is moving to the left", "there is no dragon").
+1. ``final`` (letter): a letter right after the last final-answer phrase
+   ("the final answer is: **B**", "is: D: not moving"). A hedge ("B or C"), a
+   conditional ("B if it moves right") or a case analysis ("If left, the
+   answer is: A ... If right, the answer is: D") is ``NO_ANSWER``.
+2. ``opening``: the response opens with an answer ("B", "(B) left",
+   "Answer: C. The video shows ..."). The judges rank a letter above option
+   text, so this comes before (3).
+3. ``final`` (text): otherwise the last final-answer phrase is decisive by
+   what it names: one option text is the answer; none or several ("$LETTER",
+   "N/A", "left or right") is ``NO_ANSWER``.
+4. ``conclusion``: with no final-answer phrase, the last two sentences and any
+   sentence opened by "therefore", "thus", ... are read back to front for a
+   single option, by letter ("option D", "(B)") or by text ("the robot is
+   moving to the left", "there is no dragon"); a refusal ("I cannot determine
+   ...") is ``NO_ANSWER``. A response cut off mid-sentence has no last
+   sentence to read.
 
-Otherwise ``NO_ANSWER``. Negated mentions ("not A", "rule out left") never
-count as a choice. Everything here is a pure function of the text and choices.
+Otherwise ``NO_ANSWER``. Option texts are compared after normalisation
+(spelling variants, "from left to right" -> "right", "stationary" -> "not
+moving"); negated mentions ("not A", "rule out left") never count as a choice.
+Everything here is a pure function of the text and the choices.
 """
 
 from __future__ import annotations
@@ -136,8 +148,8 @@ def _opening(text: str, options: dict[str, str]) -> str | None:
     """A response that starts with an answer: 'B', 'C: left', '(D) ...', 'Answer: A. The video ...'.
 
     An opening line followed by another letter label ('A: left' then 'B: right')
-    is an echo of the option list, not an answer. A later line that is just a
-    different letter makes the response contradict itself.
+    is an echo of the option list, not an answer; a next line that is only a
+    different letter ("Answer: C" then "D") contradicts it.
     """
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
@@ -157,8 +169,8 @@ def _opening(text: str, options: dict[str, str]) -> str | None:
 
 
 def _is_article(rest: str, option_a: str) -> bool:
-    """True when an opening 'A' starts a phrase ('A robot is ...') rather than naming option A."""
-    return bool(re.match(r" [a-z]", rest)) and not normalise(rest).startswith(option_a)
+    """True when an 'A' starts a phrase ('A robot is ...') rather than naming option A."""
+    return bool(re.match(r"\s+[a-z]", rest)) and not normalise(rest).startswith(option_a)
 
 
 def _final_letter(text: str, options: dict[str, str]) -> str | None:
@@ -267,8 +279,8 @@ def _letters_in(sentence: str, options: dict[str, str], leading: bool = False) -
         after = sentence[m.end() :]
         if letter not in options or _NEGATORS.search(normalise(before) + " "):
             continue
-        if m.group(1) in "aA" and re.match(r"\s+[a-z]", after) and not normalise(after).startswith(options["A"]):
-            continue  # the article: "a robot", "A dog is ..."
+        if m.group(1) in "aA" and _is_article(after, options["A"]):
+            continue
         if m.group(1).islower() and not re.match(r"\s*(?:[.,;:)]|$)", after):
             continue
         found.add(letter)

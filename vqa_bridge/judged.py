@@ -97,6 +97,6 @@ def score_file(path: Path, extractor: Callable[[str, Mapping[str, object]], str]
         want = reference_letter(entry["extracted_answer"], entry["choices"])
         got = extractor(entry["response"], entry["choices"])
         if got != want:
-            misses.append({"id": entry["id"], "want": want, "got": got, "response": entry["response"]})
+            misses.append({"id": entry["id"], "want": want, "got": got, **{k: entry[k] for k in ("response", "choices")}})
     mode = path.parent.name.rsplit("_", 1)[-1]
     return Agreement(path.stem, mode, len(entries), len(entries) - len(misses), tuple(misses))

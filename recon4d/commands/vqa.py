@@ -34,7 +34,7 @@ class ExtractEvalConfig:
 
 def extract_eval(config: ExtractEvalConfig) -> int:
     """One row per model file (model, mode, n, agreement), then `agreement=<fraction>` over all entries."""
-    from vqa_bridge.extract import extract_answer
+    from vqa_bridge.extract import explain_answer, extract_answer
     from vqa_bridge.judged import JudgedFileError, judged_files, score_file
 
     try:
@@ -48,8 +48,9 @@ def extract_eval(config: ExtractEvalConfig) -> int:
     for s in scores:
         print(f"{s.model:<{width}}  {s.mode:<4}  {s.n:>5}  {s.fraction:.4f}")
         for miss in s.disagreements[: config.show]:
+            rule = explain_answer(miss["response"], miss["choices"])[1]
             tail = " ".join(miss["response"].split())[-160:]
-            print(f"    {miss['id']}: judge {miss['want']}, extractor {miss['got']}: ...{tail}")
+            print(f"    {miss['id']}: judge {miss['want']}, extractor {miss['got']} (rule {rule}): ...{tail}")
     total = sum(s.n for s in scores)
     agree = sum(s.agree for s in scores)
     print(f"agreement={agree / total if total else 1.0:.6f}")

@@ -24,14 +24,21 @@ def expect_shape(name: str, tensor: torch.Tensor, shape: tuple[int | None, ...])
         raise ValueError(f"{name} must have shape {want}, got {list(tensor.shape)}")
 
 
-def expect_float(name: str, tensor: torch.Tensor, like: torch.Tensor) -> None:
-    """Raise ValueError unless ``tensor`` is float32/float64 with ``like``'s dtype and device."""
-    if tensor.dtype not in FLOAT_DTYPES:
-        raise ValueError(f"{name} must be float32 or float64, got {tensor.dtype}")
-    if tensor.dtype != like.dtype or tensor.device != like.device:
-        raise ValueError(
-            f"{name} is {tensor.dtype} on {tensor.device} but the other inputs are {like.dtype} on {like.device}"
-        )
+def expect_same_float(tensors: dict[str, torch.Tensor]) -> None:
+    """Raise ValueError unless all tensors are float32/float64 with one dtype and one device.
+
+    The message names the odd ones out (those differing from the most common dtype/device).
+    """
+    for name, tensor in tensors.items():
+        if tensor.dtype not in FLOAT_DTYPES:
+            raise ValueError(f"{name} must be float32 or float64, got {tensor.dtype}")
+    kinds = {name: (t.dtype, t.device) for name, t in tensors.items()}
+    values = list(kinds.values())
+    common = max(values, key=values.count)
+    odd = [name for name, kind in kinds.items() if kind != common]
+    if odd:
+        found = ", ".join(f"{name}: {kinds[name][0]} on {kinds[name][1]}" for name in odd)
+        raise ValueError(f"all float inputs must share one dtype and device ({common[0]} on {common[1]}); got {found}")
 
 
 def raise_first_failure(checks: list[tuple[str, torch.Tensor]]) -> None:

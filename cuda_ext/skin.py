@@ -16,7 +16,8 @@ Defined behaviour on awkward inputs:
 
 * node quaternions need not be unit; they are normalised (differentiably) first;
 * DQB/LBS flip every node quaternion into the hemisphere of the pivot node (the
-  largest weight), so ``q`` and ``-q`` give the same result;
+  largest weight), so ``q`` and ``-q`` give the same result (the output quaternion
+  lies in the pivot's hemisphere, so negating the pivot negates it: same rotation);
 * weights need not sum to one (both modes are scale invariant per Gaussian); a row
   whose weights sum to zero has no meaningful blend and raises ``ValueError``;
 * nodes referenced by no Gaussian get zero gradient; K = 1 reproduces the node's
@@ -38,7 +39,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 import cuda_ext
-from cuda_ext.checks import expect_float, expect_shape, finite_check, raise_first_failure
+from cuda_ext.checks import expect_same_float, expect_shape, finite_check, raise_first_failure
 from cuda_ext.reference import skin as reference
 
 BACKENDS = ("auto", "kernel", "reference")
@@ -103,9 +104,8 @@ def validate(canon_means, canon_quats, node_ids, weights, node_quats, node_trans
     if m < 1:
         raise ValueError("node_quats must hold at least one node")
     expect_shape("node_trans", node_trans, (*lead, m, 3))
-    for name, tensor in (("canon_quats", canon_quats), ("weights", weights), ("node_quats", node_quats),
-                         ("node_trans", node_trans), ("canon_means", canon_means)):
-        expect_float(name, tensor, canon_means)
+    expect_same_float({"canon_means": canon_means, "canon_quats": canon_quats, "weights": weights,
+                       "node_quats": node_quats, "node_trans": node_trans})
     if node_ids.dtype.is_floating_point or node_ids.dtype in (torch.bool, torch.complex64, torch.complex128):
         raise ValueError(f"node_ids must be an integer tensor, got {node_ids.dtype}")
     if node_ids.device != canon_means.device:

@@ -78,8 +78,12 @@ def rasterize_to_pixels(
     n_tiles = tiles_x * tiles_y
     offsets, flat_ids = intersect_tiles(means2d, radii, depths, width, height, tile_size)
 
-    render = colors.new_zeros(C, tiles_y * tile_size, tiles_x * tile_size, D)
-    alpha_img = colors.new_zeros(C, tiles_y * tile_size, tiles_x * tile_size, 1)
+    # Tiles are evaluated one by one and assembled once at the end (no in-place writes
+    # into a shared image, which would make autograd copy the whole image per tile).
+    P = tile_size * tile_size
+    tile_render = colors.new_zeros(C * n_tiles, P, D)
+    tile_alpha = colors.new_zeros(C * n_tiles, P, 1)
+    done_tiles, done_render, done_alpha = [], [], []
     offs = offsets.tolist()
     local = torch.arange(tile_size, dtype=means2d.dtype, device=means2d.device) + 0.5
     for tile in range(C * n_tiles):
@@ -102,7 +106,16 @@ def rasterize_to_pixels(
         trans_before = torch.cat([torch.ones_like(alpha[:, :1]), trans_after[:, :-1]], dim=1)
         weights = torch.where(keep, alpha * trans_before, torch.zeros_like(alpha))
         trans_final = torch.where(keep, 1.0 - alpha, torch.ones_like(alpha)).prod(dim=1, keepdim=True)
-        ys, xs = slice(ty * tile_size, (ty + 1) * tile_size), slice(tx * tile_size, (tx + 1) * tile_size)
-        render[c, ys, xs] = (weights @ colors[c, ids]).reshape(tile_size, tile_size, D)
-        alpha_img[c, ys, xs] = (1.0 - trans_final).reshape(tile_size, tile_size, 1)
-    return render[:, :height, :width].contiguous(), alpha_img[:, :height, :width].contiguous()
+        done_tiles.append(tile)
+        done_render.append(weights @ colors[c, ids])
+        done_alpha.append(1.0 - trans_final)
+    if done_tiles:
+        index = torch.tensor(done_tiles, device=colors.device)
+        tile_render = tile_render.index_put((index,), torch.stack(done_render))
+        tile_alpha = tile_alpha.index_put((index,), torch.stack(done_alpha))
+
+    def to_image(tiles: Tensor) -> Tensor:
+        image = tiles.reshape(C, tiles_y, tiles_x, tile_size, tile_size, -1).permute(0, 1, 3, 2, 4, 5)
+        return image.reshape(C, tiles_y * tile_size, tiles_x * tile_size, -1)[:, :height, :width].contiguous()
+
+    return to_image(tile_render), to_image(tile_alpha)

@@ -104,6 +104,28 @@ inline scalar_t splat_alpha(const Splat<scalar_t>& s, scalar_t px, scalar_t py, 
   return alpha < static_cast<scalar_t>(kAlphaMin) ? 0 : alpha;
 }
 
+// Tile-local pixel rectangle [x_lo, x_hi) x [y_lo, y_hi) outside which splat s has
+// sigma > sigma_cut (so alpha < 1/255): the ellipse 0.5 d^T Q d <= cut has half-extents
+// sqrt(2 cut (Q^-1)_xx) and sqrt(2 cut (Q^-1)_yy). One pixel of margin keeps it conservative.
+struct Window {
+  int64_t x_lo, x_hi, y_lo, y_hi;
+};
+
+template <typename scalar_t>
+inline Window splat_window(const Splat<scalar_t>& s, int64_t x0, int64_t y0, int64_t ts) {
+  const double det = static_cast<double>(s.ca) * s.cc - static_cast<double>(s.cb) * s.cb;
+  if (!(det > 0)) return {0, ts, 0, ts};
+  const double ex = std::sqrt(2.0 * s.sigma_cut * s.cc / det) + 1.0;
+  const double ey = std::sqrt(2.0 * s.sigma_cut * s.ca / det) + 1.0;
+  auto lo = [ts](double v, int64_t origin) {
+    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::floor(v - 0.5)) - origin));
+  };
+  auto hi = [ts](double v, int64_t origin) {
+    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::ceil(v - 0.5)) + 1 - origin));
+  };
+  return {lo(s.mx - ex, x0), hi(s.mx + ex, x0), lo(s.my - ey, y0), hi(s.my + ey, y0)};
+}
+
 template <typename scalar_t>
 void forward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, const torch::Tensor& colors,
                   const torch::Tensor& opacities, const std::vector<int64_t>& offsets,
@@ -141,11 +163,14 @@ void forward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, con
       for (int64_t k = begin; k < end && active > 0; ++k) {
         const Splat<scalar_t> s = load_splat(cam * N + ids[k], m2, con, op, col, D);
         if (s.sigma_cut < 0) continue;
-        for (int64_t p = 0; p < P; ++p) {
+        const Window win = splat_window(s, x0, y0, ts);
+        for (int64_t ly = win.y_lo; ly < win.y_hi; ++ly)
+        for (int64_t lx = win.x_lo; lx < win.x_hi; ++lx) {
+          const int64_t p = ly * ts + lx;
           if (done[p]) continue;
           scalar_t dx, dy, vis;
-          const scalar_t a = splat_alpha(s, static_cast<scalar_t>(x0 + p % ts) + static_cast<scalar_t>(0.5),
-                                         static_cast<scalar_t>(y0 + p / ts) + static_cast<scalar_t>(0.5), dx, dy, vis);
+          const scalar_t a = splat_alpha(s, static_cast<scalar_t>(x0 + lx) + static_cast<scalar_t>(0.5),
+                                         static_cast<scalar_t>(y0 + ly) + static_cast<scalar_t>(0.5), dx, dy, vis);
           if (a == 0) continue;
           const scalar_t next_T = T[p] * (1 - a);
           if (next_T <= static_cast<scalar_t>(kTransMin)) {
@@ -234,11 +259,14 @@ void backward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, co
         scalar_t g_mx = 0, g_my = 0, g_a = 0, g_b = 0, g_c = 0, g_o = 0;
         std::fill(g_col.begin(), g_col.end(), static_cast<scalar_t>(0));
         bool touched = false;
-        for (int64_t p = 0; p < P; ++p) {
+        const Window win = splat_window(s, x0, y0, ts);
+        for (int64_t ly = win.y_lo; ly < win.y_hi; ++ly)
+        for (int64_t lx = win.x_lo; lx < win.x_hi; ++lx) {
+          const int64_t p = ly * ts + lx;
           if (rel >= last[p]) continue;
           scalar_t dx, dy, vis;
-          const scalar_t a = splat_alpha(s, static_cast<scalar_t>(x0 + p % ts) + static_cast<scalar_t>(0.5),
-                                         static_cast<scalar_t>(y0 + p / ts) + static_cast<scalar_t>(0.5), dx, dy, vis);
+          const scalar_t a = splat_alpha(s, static_cast<scalar_t>(x0 + lx) + static_cast<scalar_t>(0.5),
+                                         static_cast<scalar_t>(y0 + ly) + static_cast<scalar_t>(0.5), dx, dy, vis);
           if (a == 0) continue;
           touched = true;
           const scalar_t ra = 1 / (1 - a);

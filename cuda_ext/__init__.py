@@ -15,6 +15,7 @@ Users never run a separate build step.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import warnings
@@ -106,7 +107,10 @@ def build(name: str, verbose: bool = False) -> ModuleType:
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(root))
     if family.cuda and not torch.cuda.is_available():
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
-    build_dir = root / f"{name}_torch{torch.__version__.replace('+', '_')}"
+    # torch's ninja flags embed its include path, which differs between a venv reached
+    # through a symlink and its real path; one directory per path avoids rebuild ping-pong.
+    torch_path = hashlib.sha1(str(Path(torch.__file__).parent).encode()).hexdigest()[:8]
+    build_dir = root / f"{name}_torch{torch.__version__.replace('+', '_')}_{torch_path}"
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
         return cpp_extension.load(

@@ -11,6 +11,7 @@ import sys
 
 BENCHMARKS = {
     "render": "forward+backward of the CPU rasterizer kernel vs its PyTorch twin",
+    "skin": "forward+backward of the fused skinning kernel (DQB/LBS) vs its PyTorch twin",
 }
 
 

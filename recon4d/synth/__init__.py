@@ -15,7 +15,8 @@ Scene folder, ``<out>/<scene_id>/`` (the input frames follow DAVIS, which the
     Annotations/00000.png ... object ids, palette PNG as in DAVIS (0 background, k object k)
     qa.json                   questions, exactly the VLM4D json format
     synth.json                config + seed + command line to regenerate; pair links
-    gt/depth.npz              depth [T,H,W] float32 (camera z, rasterizer's expected depth), alpha [T,H,W]
+    gt/depth.npz              depth [T,H,W] float16 metres (camera z, the rasterizer's expected depth,
+                              0 where empty), alpha [T,H,W] uint8 (x255)
     gt/cameras.json|.npz      K [3,3] and world-to-camera viewmats [T,4,4] (OpenCV, world z up)
     gt/objects.json|.npz      per object: id, name, motion, centre [T,3], yaw [T], quat_wxyz [T,4]
     gt/questions.json         per question: key, kind, subject, the numbers the answer came from,

@@ -66,8 +66,11 @@ def generate(cfg: SynthConfig, progress: bool = False) -> list[SceneReport]:
 
 
 def _render_and_write(cfg: SynthConfig, scene: Scene, renderer: SceneRenderer, folder: Path, progress: bool) -> float:
-    """Render every frame from the input (and novel) camera and write frames, video, depth, cameras."""
-    t0 = time.perf_counter()
+    """Render every frame from the input (and novel) camera and write frames, video, depth, cameras.
+
+    Returns the seconds spent in the frame loop (rasterizing and writing frames); the first
+    rasterize call, which may compile the CPU kernel, happens before it when there is a novel view.
+    """
     T, H, W = scene.frames, scene.height, scene.width
     views, Ks = scene.viewmats[None], scene.K[None]
     if cfg.novel:
@@ -80,6 +83,7 @@ def _render_and_write(cfg: SynthConfig, scene: Scene, renderer: SceneRenderer, f
     depth = np.zeros((len(Ks), T, H, W), np.float32)
     alpha = np.zeros_like(depth)
     rgb = []
+    t0 = time.perf_counter()
     for t, frames in enumerate(tqdm(renderer.frames(views, Ks), total=T, desc=scene.scene_id, disable=not progress, unit="frame")):
         for c, frame in enumerate(frames):
             write_frame(folder if c == 0 else folder / "gt" / "novel", t, frame)

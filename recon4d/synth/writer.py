@@ -71,8 +71,17 @@ def write_npz(path: Path, compress: bool = False, **arrays: np.ndarray) -> None:
 
 
 def write_depth(path: Path, depth: np.ndarray, alpha: np.ndarray) -> None:
-    """``depth`` [T,H,W] float32 metres (camera z, 0 where empty) and ``alpha`` [T,H,W] float32."""
-    write_npz(path, compress=True, depth=depth.astype(np.float32), alpha=alpha.astype(np.float32))
+    """``depth`` [T,H,W] float16 metres (camera z, 0 where empty) and ``alpha`` [T,H,W] uint8 (x255).
+
+    float16 keeps depth to 0.05% (5 mm at 10 m), far finer than the splats' own
+    blur, and keeps an 80-frame 854x480 scene's depth near 40 MB instead of 130.
+    """
+    write_npz(
+        path,
+        compress=True,
+        depth=depth.astype(np.float16),
+        alpha=np.clip(np.round(alpha * 255.0), 0, 255).astype(np.uint8),
+    )
 
 
 def write_cameras(folder: Path, K: np.ndarray, viewmats: np.ndarray, width: int, height: int, fps: int, fov_deg: float) -> None:

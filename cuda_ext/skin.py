@@ -35,11 +35,10 @@ from __future__ import annotations
 from types import ModuleType
 
 import torch
-import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 import cuda_ext
-from cuda_ext.checks import expect_same_float, expect_shape, finite_check, raise_first_failure
+from cuda_ext.checks import expect_same_float, expect_shape
 from cuda_ext.reference import skin as reference
 
 BACKENDS = ("auto", "kernel", "reference")
@@ -64,7 +63,8 @@ def kernel_module(device: torch.device, backend: str) -> ModuleType | None:
 class SkinFunction(torch.autograd.Function):
     """Autograd wrapper: kernel forward, kernel backward (first order only).
 
-    Node quaternions must already be unit and node tensors ``[T, M, .]``; ``skin()`` does both.
+    Node tensors must be ``[T, M, .]`` (``skin()`` adds T = 1); node quaternions are normalised
+    inside the kernels, which also project their gradient through that normalisation.
     """
 
     @staticmethod
@@ -84,8 +84,8 @@ class SkinFunction(torch.autograd.Function):
         return None, None, g_means, g_quats, None, g_weights, g_nq, g_nt
 
 
-def validate(canon_means, canon_quats, node_ids, weights, node_quats, node_trans, mode) -> None:
-    """Raise ValueError naming the argument for any input the kernels must not see."""
+def validate_shapes(canon_means, canon_quats, node_ids, weights, node_quats, node_trans, mode) -> None:
+    """Raise ValueError naming the argument for a wrong mode, shape, dtype or device (no data is read)."""
     if mode not in ("dqb", "lbs"):
         raise ValueError(f"mode must be 'dqb' or 'lbs', got {mode!r}")
     expect_shape("canon_means", canon_means, (None, 3))
@@ -111,19 +111,33 @@ def validate(canon_means, canon_quats, node_ids, weights, node_quats, node_trans
     if node_ids.device != canon_means.device:
         raise ValueError(f"node_ids is on {node_ids.device} but the other inputs are on {canon_means.device}")
 
-    checks = [finite_check(name, t) for name, t in (("canon_means", canon_means), ("canon_quats", canon_quats),
-                                                     ("weights", weights), ("node_quats", node_quats),
-                                                     ("node_trans", node_trans))]
-    if n > 0:
-        checks.append((f"node_ids must lie in [0, {m}) (M = number of nodes)",
-                       (node_ids.min() >= 0) & (node_ids.max() < m)))
-        wsum = weights.detach().sum(-1).abs()
-        scale = weights.detach().abs().sum(-1) * torch.finfo(weights.dtype).eps
-        checks.append(("weights: some Gaussian's weights sum to zero, so its blend is undefined",
-                       (wsum > scale).all()))
-    checks.append(("node_quats contains a zero-norm quaternion",
-                   (node_quats.detach().norm(dim=-1) > reference.NORM_FLOOR).all()))
-    raise_first_failure(checks)
+
+def data_failures(m: int) -> list[str]:
+    """Messages of the data checks, in the order of the CPU kernel's check_skin_inputs codes (1-based)."""
+    return [
+        "canon_means contains NaN or Inf",
+        "canon_quats contains NaN or Inf",
+        "weights contains NaN or Inf",
+        "node_quats contains NaN or Inf",
+        "node_trans contains NaN or Inf",
+        f"node_ids must lie in [0, {m}) (M = number of nodes)",
+        "weights: some Gaussian's weights sum to zero, so its blend is undefined",
+        "node_quats contains a zero-norm quaternion",
+    ]
+
+
+def data_checks(canon_means, canon_quats, node_ids, weights, node_quats, node_trans) -> list[torch.Tensor]:
+    """0-d ``ok`` flags for data_failures(), as torch ops (CUDA tensors and the twin's path)."""
+    detached = [t.detach() for t in (canon_means, canon_quats, weights, node_quats, node_trans)]
+    flags = [torch.isfinite(t).all() for t in detached]
+    w = detached[2]
+    if node_ids.numel():
+        flags.append((node_ids.min() >= 0) & (node_ids.max() < node_quats.shape[-2]))
+    else:
+        flags.append(torch.ones((), dtype=torch.bool, device=w.device))
+    flags.append((w.sum(-1).abs() > w.abs().sum(-1) * torch.finfo(w.dtype).eps).all())
+    flags.append((detached[3].norm(dim=-1) > reference.NORM_FLOOR).all())
+    return flags
 
 
 def skin(
@@ -143,12 +157,22 @@ def skin(
     respect to every float input. ``backend``: "auto" (kernel for the tensors' device if
     it builds, else the twin), "kernel" (error if unavailable) or "reference" (the twin).
     """
-    validate(canon_means, canon_quats, node_ids, weights, node_quats, node_trans, mode)
+    validate_shapes(canon_means, canon_quats, node_ids, weights, node_quats, node_trans, mode)
     module = kernel_module(canon_means.device, backend)
+    if node_ids.dtype not in (torch.int32, torch.int64):
+        node_ids = node_ids.long()
+    if module is not None and canon_means.device.type == "cpu":
+        # One fused C++ pass instead of a dozen torch reductions (see check_skin_inputs).
+        args = [t.contiguous() for t in (canon_means, canon_quats, node_ids, weights, node_quats, node_trans)]
+        failed = module.check_skin_inputs(*[t.detach() for t in args])
+    else:
+        flags = data_checks(canon_means, canon_quats, node_ids, weights, node_quats, node_trans)
+        failed = next((code for code, ok in enumerate(torch.stack(flags).tolist(), 1) if not ok), 0)
+    if failed:
+        raise ValueError(data_failures(node_quats.shape[-2])[failed - 1])
     if module is None:
         return reference.skin(canon_means, canon_quats, node_ids, weights, node_quats, node_trans, mode)
     single = node_quats.dim() == 2
-    unit = F.normalize(node_quats, dim=-1, eps=reference.NORM_FLOOR)
     means, quats = SkinFunction.apply(
         module,
         mode == "dqb",
@@ -156,7 +180,7 @@ def skin(
         canon_quats.contiguous(),
         node_ids.to(torch.int32).contiguous(),
         weights.contiguous(),
-        (unit[None] if single else unit).contiguous(),
+        (node_quats[None] if single else node_quats).contiguous(),
         (node_trans[None] if single else node_trans).contiguous(),
     )
     return (means[0], quats[0]) if single else (means, quats)

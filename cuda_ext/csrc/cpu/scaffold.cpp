@@ -3,13 +3,16 @@
 // Why fused: the PyTorch twin gathers every Gaussian's K node transforms into N x K x 4/3/8
 // tensors and autograd keeps them alive for the backward pass; here each Gaussian's blend
 // is computed in registers and recomputed in the backward pass, so memory is just inputs,
-// outputs and gradients. Inputs are validated in Python (cuda_ext/skin.py, cuda_ext/knn.py);
-// the TORCH_CHECKs below only guard the binding against misuse.
+// outputs and gradients. Node quaternions arrive raw and are normalised here.
+// Shapes are validated in Python (cuda_ext/skin.py, cuda_ext/knn.py), data by
+// check_skin_inputs; the TORCH_CHECKs only guard the binding against misuse.
 #include <torch/extension.h>
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -26,6 +29,80 @@ void check_skin_args(const at::Tensor& canon_means, const at::Tensor& canon_quat
   TORCH_CHECK(node_quats.dim() == 3 && node_trans.dim() == 3, "scaffold_cpu: node tensors must be [T, M, C]");
 }
 
+// Failure codes of check_skin_inputs, in the order cuda_ext/skin.py lists their messages.
+enum SkinInputFailure : int {
+  kMeansNotFinite = 1, kQuatsNotFinite, kWeightsNotFinite, kNodeQuatsNotFinite, kNodeTransNotFinite,
+  kNodeIdOutOfRange, kWeightsSumToZero, kNodeQuatZeroNorm
+};
+
+// Every data check skin() needs, in one parallel pass over the Gaussians and one serial pass
+// over the nodes: on a busy 2-core machine each extra torch op is another OpenMP barrier, and a
+// dozen of them cost more than the kernel. Returns 0 or the smallest failing SkinInputFailure.
+int64_t check_skin_inputs(const at::Tensor& canon_means, const at::Tensor& canon_quats, const at::Tensor& node_ids,
+                          const at::Tensor& weights, const at::Tensor& node_quats, const at::Tensor& node_trans) {
+  for (const auto* t : {&canon_means, &canon_quats, &node_ids, &weights, &node_quats, &node_trans}) {
+    TORCH_CHECK(t->is_contiguous() && t->device().is_cpu(), "scaffold_cpu: inputs must be contiguous CPU tensors");
+  }
+  const int64_t N = canon_means.size(0), K = weights.size(1), M = node_quats.size(-2);
+  const int64_t nodes = node_quats.numel() / 4;
+  std::atomic<int> failed{0};
+  AT_DISPATCH_FLOATING_TYPES(canon_means.scalar_type(), "check_skin_inputs", [&] {
+    AT_DISPATCH_INDEX_TYPES(node_ids.scalar_type(), "check_skin_inputs_ids", [&] {
+      const scalar_t *x = canon_means.data_ptr<scalar_t>(), *qc = canon_quats.data_ptr<scalar_t>(),
+                     *w = weights.data_ptr<scalar_t>(), *nq = node_quats.data_ptr<scalar_t>(),
+                     *nt = node_trans.data_ptr<scalar_t>();
+      const index_t* ids = node_ids.data_ptr<index_t>();
+      const auto bit = [](int code) { return 1 << code; };
+      at::parallel_for(0, N, 4096, [&](int64_t begin, int64_t end) {
+        int f = 0;
+        for (int64_t i = begin; i < end; ++i) {
+          for (int c = 0; c < 3; ++c) f |= std::isfinite(x[3 * i + c]) ? 0 : bit(kMeansNotFinite);
+          for (int c = 0; c < 4; ++c) f |= std::isfinite(qc[4 * i + c]) ? 0 : bit(kQuatsNotFinite);
+          scalar_t sum = 0, abs_sum = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const scalar_t wk = w[K * i + k];
+            f |= std::isfinite(wk) ? 0 : bit(kWeightsNotFinite);
+            sum += wk;
+            abs_sum += std::abs(wk);
+            const index_t j = ids[K * i + k];
+            f |= (j >= 0 && j < M) ? 0 : bit(kNodeIdOutOfRange);
+          }
+          f |= std::abs(sum) > abs_sum * std::numeric_limits<scalar_t>::epsilon() ? 0 : bit(kWeightsSumToZero);
+        }
+        failed.fetch_or(f);
+      });
+      int f = 0;
+      for (int64_t j = 0; j < nodes; ++j) {
+        scalar_t norm2 = 0;
+        for (int c = 0; c < 4; ++c) {
+          f |= std::isfinite(nq[4 * j + c]) ? 0 : bit(kNodeQuatsNotFinite);
+          norm2 += nq[4 * j + c] * nq[4 * j + c];
+        }
+        for (int c = 0; c < 3; ++c) f |= std::isfinite(nt[3 * j + c]) ? 0 : bit(kNodeTransNotFinite);
+        f |= std::sqrt(norm2) > r4d::norm_floor<scalar_t>() ? 0 : bit(kNodeQuatZeroNorm);
+      }
+      failed.fetch_or(f);
+    });
+  });
+  const int f = failed.load();
+  for (int code = kMeansNotFinite; code <= kNodeQuatZeroNorm; ++code)
+    if (f & (1 << code)) return code;
+  return 0;
+}
+
+// Node quaternions are normalised here rather than in Python (one serial pass over T x M nodes
+// instead of several torch ops); norms are kept to project the gradient in the backward pass.
+template <typename T>
+void normalise_nodes(const T* q, int64_t nodes, T* unit, T* norm) {
+  for (int64_t j = 0; j < nodes; ++j) {
+    const T n = std::max(std::sqrt(q[4 * j] * q[4 * j] + q[4 * j + 1] * q[4 * j + 1] + q[4 * j + 2] * q[4 * j + 2] +
+                                   q[4 * j + 3] * q[4 * j + 3]),
+                         r4d::norm_floor<T>());
+    for (int c = 0; c < 4; ++c) unit[4 * j + c] = q[4 * j + c] / n;
+    norm[j] = n;
+  }
+}
+
 std::vector<at::Tensor> skin_forward(const at::Tensor& canon_means, const at::Tensor& canon_quats,
                                      const at::Tensor& node_ids, const at::Tensor& weights,
                                      const at::Tensor& node_quats, const at::Tensor& node_trans, bool dqb) {
@@ -33,9 +110,12 @@ std::vector<at::Tensor> skin_forward(const at::Tensor& canon_means, const at::Te
   const int64_t N = canon_means.size(0), K = node_ids.size(1), T = node_quats.size(0), M = node_quats.size(1);
   auto means = at::empty({T, N, 3}, canon_means.options());
   auto quats = at::empty({T, N, 4}, canon_means.options());
+  auto unit = at::empty_like(node_quats);
+  auto norm = at::empty({T, M}, node_quats.options());
   AT_DISPATCH_FLOATING_TYPES(canon_means.scalar_type(), "skin_forward_cpu", [&] {
+    normalise_nodes(node_quats.data_ptr<scalar_t>(), T * M, unit.data_ptr<scalar_t>(), norm.data_ptr<scalar_t>());
     const scalar_t *x = canon_means.data_ptr<scalar_t>(), *qc = canon_quats.data_ptr<scalar_t>(),
-                   *w = weights.data_ptr<scalar_t>(), *nq = node_quats.data_ptr<scalar_t>(),
+                   *w = weights.data_ptr<scalar_t>(), *nq = unit.data_ptr<scalar_t>(),
                    *nt = node_trans.data_ptr<scalar_t>();
     const int32_t* ids = node_ids.data_ptr<int32_t>();
     scalar_t *om = means.data_ptr<scalar_t>(), *oq = quats.data_ptr<scalar_t>();
@@ -57,17 +137,15 @@ std::vector<at::Tensor> skin_forward(const at::Tensor& canon_means, const at::Te
   return {means, quats};
 }
 
-// Node gradients of one thread's slice of Gaussians, added into that thread's private buffer
-// (no atomics, and a fixed reduction order, so the CPU backward is deterministic).
+// Node gradients of one thread's slice of Gaussians, added into that thread's private [M, 7]
+// buffer (no atomics, and a fixed reduction order, so the CPU backward is deterministic).
 template <typename T>
 struct BufferSink {
-  T* gq;  // [M, 4]
-  T* gt;  // [M, 3]
+  T* g;  // [M, 7]: quaternion (4) then translation (3)
   void operator()(int64_t j, const r4d::Q<T>& q, const r4d::V<T>& t) {
-    T* a = gq + 4 * j;
+    T* a = g + 7 * j;
     a[0] += q.w; a[1] += q.x; a[2] += q.y; a[3] += q.z;
-    T* b = gt + 3 * j;
-    b[0] += t.x; b[1] += t.y; b[2] += t.z;
+    a[4] += t.x; a[5] += t.y; a[6] += t.z;
   }
 };
 
@@ -78,31 +156,37 @@ std::vector<at::Tensor> skin_backward(const at::Tensor& canon_means, const at::T
   check_skin_args(canon_means, canon_quats, node_ids, weights, node_quats, node_trans);
   TORCH_CHECK(grad_means.is_contiguous() && grad_quats.is_contiguous(), "scaffold_cpu: grads must be contiguous");
   const int64_t N = canon_means.size(0), K = node_ids.size(1), T = node_quats.size(0), M = node_quats.size(1);
-  auto g_means = at::zeros_like(canon_means);
-  auto g_quats = at::zeros_like(canon_quats);
-  auto g_weights = at::zeros_like(weights);
-  auto g_node_quats = at::zeros_like(node_quats);
-  auto g_node_trans = at::zeros_like(node_trans);
+  auto g_means = at::empty_like(canon_means);
+  auto g_quats = at::empty_like(canon_quats);
+  auto g_weights = at::empty_like(weights);
+  auto g_node_quats = at::empty_like(node_quats);
+  auto g_node_trans = at::empty_like(node_trans);
+  auto unit = at::empty_like(node_quats);
+  auto norm = at::empty({T, M}, node_quats.options());
   // One contiguous slice of Gaussians per thread, each with its own [M, 7] node-gradient buffer.
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), (N + 1023) / 1024));
-  auto buf_q = at::empty({chunks, M, 4}, canon_means.options());
-  auto buf_t = at::empty({chunks, M, 3}, canon_means.options());
+  auto buffers = at::empty({chunks, M, 7}, canon_means.options());
   AT_DISPATCH_FLOATING_TYPES(canon_means.scalar_type(), "skin_backward_cpu", [&] {
+    normalise_nodes(node_quats.data_ptr<scalar_t>(), T * M, unit.data_ptr<scalar_t>(), norm.data_ptr<scalar_t>());
     const scalar_t *x = canon_means.data_ptr<scalar_t>(), *qc = canon_quats.data_ptr<scalar_t>(),
-                   *w = weights.data_ptr<scalar_t>(), *nq = node_quats.data_ptr<scalar_t>(),
+                   *w = weights.data_ptr<scalar_t>(), *nq = unit.data_ptr<scalar_t>(),
                    *nt = node_trans.data_ptr<scalar_t>(), *gm = grad_means.data_ptr<scalar_t>(),
-                   *gq = grad_quats.data_ptr<scalar_t>();
+                   *gq = grad_quats.data_ptr<scalar_t>(), *nn = norm.data_ptr<scalar_t>();
     const int32_t* ids = node_ids.data_ptr<int32_t>();
     scalar_t *gx = g_means.data_ptr<scalar_t>(), *gqc = g_quats.data_ptr<scalar_t>(),
-             *gw = g_weights.data_ptr<scalar_t>();
-    scalar_t *bq = buf_q.data_ptr<scalar_t>(), *bt = buf_t.data_ptr<scalar_t>();
+             *gw = g_weights.data_ptr<scalar_t>(), *buf = buffers.data_ptr<scalar_t>(),
+             *gnq = g_node_quats.data_ptr<scalar_t>(), *gnt = g_node_trans.data_ptr<scalar_t>();
     for (int64_t t = 0; t < T; ++t) {
-      buf_q.zero_();
-      buf_t.zero_();
       at::parallel_for(0, chunks, 1, [&](int64_t cbegin, int64_t cend) {
         for (int64_t c = cbegin; c < cend; ++c) {
-          BufferSink<scalar_t> sink{bq + 4 * M * c, bt + 3 * M * c};
+          BufferSink<scalar_t> sink{buf + 7 * M * c};
+          std::fill(sink.g, sink.g + 7 * M, scalar_t(0));
           const int64_t begin = N * c / chunks, end = N * (c + 1) / chunks;
+          if (t == 0) {  // zeroed by the thread that owns the slice: no separate fill pass
+            std::fill(gx + 3 * begin, gx + 3 * end, scalar_t(0));
+            std::fill(gqc + 4 * begin, gqc + 4 * end, scalar_t(0));
+            std::fill(gw + K * begin, gw + K * end, scalar_t(0));
+          }
           for (int64_t i = begin; i < end; ++i) {
             const int64_t o = t * N + i;
             if (dqb) {
@@ -117,8 +201,18 @@ std::vector<at::Tensor> skin_backward(const at::Tensor& canon_means, const at::T
           }
         }
       });
-      g_node_quats[t].copy_(buf_q.sum(0));
-      g_node_trans[t].copy_(buf_t.sum(0));
+      // Sum the thread buffers in a fixed order; project the quaternion gradient through the
+      // normalisation q -> q / |q|:  g_q = (g_u - u (u . g_u)) / |q|.
+      for (int64_t j = 0; j < M; ++j) {
+        scalar_t g[7] = {0, 0, 0, 0, 0, 0, 0};
+        for (int64_t c = 0; c < chunks; ++c)
+          for (int e = 0; e < 7; ++e) g[e] += buf[7 * (M * c + j) + e];
+        const scalar_t* u = nq + 4 * (M * t + j);
+        const scalar_t ug = u[0] * g[0] + u[1] * g[1] + u[2] * g[2] + u[3] * g[3];
+        const scalar_t inv = scalar_t(1) / nn[M * t + j];
+        for (int c = 0; c < 4; ++c) gnq[4 * (M * t + j) + c] = (g[c] - u[c] * ug) * inv;
+        for (int c = 0; c < 3; ++c) gnt[3 * (M * t + j) + c] = g[4 + c];
+      }
     }
   });
   return {g_means, g_quats, g_weights, g_node_quats, g_node_trans};
@@ -196,6 +290,7 @@ std::vector<at::Tensor> knn(const at::Tensor& query, const at::Tensor& ref, int6
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "recon4d motion-scaffold kernels (CPU): fused DQB/LBS skinning and exact k-NN";
+  m.def("check_skin_inputs", &check_skin_inputs, "0, or the first failing data check of skin()'s inputs");
   m.def("skin_forward", &skin_forward, "skinning forward: (means[T,N,3], quats[T,N,4])");
   m.def("skin_backward", &skin_backward, "skinning backward: grads for means, quats, weights, node quats, node trans");
   m.def("knn", &knn, "exact k nearest neighbours: (idx[P,k] int32, dist2[P,k])");

@@ -1,4 +1,5 @@
-// Torch-facing side of the scaffold CUDA kernels: checks, allocation, stream/device, dispatch.
+// Torch-facing side of the scaffold CUDA kernels: checks, allocation, stream/device, dispatch,
+// and the node-quaternion normalisation (the kernels see unit quaternions).
 // Inputs are validated in Python (cuda_ext/skin.py, cuda_ext/knn.py); the TORCH_CHECKs here only
 // guard the binding against misuse. The kernels themselves are in scaffold.cu.
 #include <torch/extension.h>
@@ -22,6 +23,12 @@ void check_launch(cudaError_t err, const char* what) {
   TORCH_CHECK(err == cudaSuccess, "scaffold_cuda.", what, ": ", cudaGetErrorString(err));
 }
 
+// The kernels take unit node quaternions; |q| is kept to project the gradient in the backward pass.
+std::pair<at::Tensor, at::Tensor> normalise_nodes(const at::Tensor& node_quats) {
+  auto norm = node_quats.norm(2, {-1}, true).clamp_min(1e-12);
+  return {(node_quats / norm).contiguous(), norm};
+}
+
 std::vector<at::Tensor> skin_forward(const at::Tensor& canon_means, const at::Tensor& canon_quats,
                                      const at::Tensor& node_ids, const at::Tensor& weights,
                                      const at::Tensor& node_quats, const at::Tensor& node_trans, bool dqb) {
@@ -31,10 +38,11 @@ std::vector<at::Tensor> skin_forward(const at::Tensor& canon_means, const at::Te
   const int64_t N = canon_means.size(0), K = node_ids.size(1), T = node_quats.size(0), M = node_quats.size(1);
   auto means = at::empty({T, N, 3}, canon_means.options());
   auto quats = at::empty({T, N, 4}, canon_means.options());
+  const auto unit = normalise_nodes(node_quats).first;
   AT_DISPATCH_FLOATING_TYPES(canon_means.scalar_type(), "skin_forward_cuda", [&] {
     check_launch(r4d::launch_skin_forward<scalar_t>(
                      canon_means.data_ptr<scalar_t>(), canon_quats.data_ptr<scalar_t>(), node_ids.data_ptr<int32_t>(),
-                     weights.data_ptr<scalar_t>(), node_quats.data_ptr<scalar_t>(), node_trans.data_ptr<scalar_t>(),
+                     weights.data_ptr<scalar_t>(), unit.data_ptr<scalar_t>(), node_trans.data_ptr<scalar_t>(),
                      N, int(K), T, M, dqb, means.data_ptr<scalar_t>(), quats.data_ptr<scalar_t>(),
                      c10::cuda::getCurrentCUDAStream()),
                  "skin_forward");
@@ -54,16 +62,19 @@ std::vector<at::Tensor> skin_backward(const at::Tensor& canon_means, const at::T
   auto g_weights = at::empty_like(weights);
   auto g_node_quats = at::zeros_like(node_quats);
   auto g_node_trans = at::zeros_like(node_trans);
+  const auto [unit, norm] = normalise_nodes(node_quats);
   AT_DISPATCH_FLOATING_TYPES(canon_means.scalar_type(), "skin_backward_cuda", [&] {
     check_launch(r4d::launch_skin_backward<scalar_t>(
                      canon_means.data_ptr<scalar_t>(), canon_quats.data_ptr<scalar_t>(), node_ids.data_ptr<int32_t>(),
-                     weights.data_ptr<scalar_t>(), node_quats.data_ptr<scalar_t>(), node_trans.data_ptr<scalar_t>(),
+                     weights.data_ptr<scalar_t>(), unit.data_ptr<scalar_t>(), node_trans.data_ptr<scalar_t>(),
                      grad_means.data_ptr<scalar_t>(), grad_quats.data_ptr<scalar_t>(), N, int(K), T, M, dqb,
                      g_means.data_ptr<scalar_t>(), g_quats.data_ptr<scalar_t>(), g_weights.data_ptr<scalar_t>(),
                      g_node_quats.data_ptr<scalar_t>(), g_node_trans.data_ptr<scalar_t>(),
                      c10::cuda::getCurrentCUDAStream()),
                  "skin_backward");
   });
+  // Through q -> q / |q|:  g_q = (g_u - u (u . g_u)) / |q|.
+  g_node_quats = (g_node_quats - unit * (unit * g_node_quats).sum(-1, true)) / norm;
   return {g_means, g_quats, g_weights, g_node_quats, g_node_trans};
 }
 

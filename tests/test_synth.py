@@ -157,7 +157,8 @@ def test_answers_are_computed_from_the_motions():
     assert ans[f"rotation:{c}"] == "not rotating" and ans[f"distance:{c}"] == "not moving"
     assert ans["count_left"] == 1 and ans["count_right"] == 0
     assert ans["count_still"] == 2 and ans["count_spinning"] == 1
-    assert sum(ans[f"count_{s}"] for s in ("cube", "ball", "cylinder")) == 3
+    first = scene.objects[0].shape
+    assert ans[f"count_{first}"] == sum(o.shape == first for o in scene.objects) >= 1
 
 
 # factor -> (question key prefix, answer in scene a, answer in scene b)
@@ -210,9 +211,9 @@ def test_same_seed_gives_identical_files(tmp_path):
     assert files[0].keys() == files[1].keys() and len(files[0]) > 100
     different = [str(p) for p in files[0] if files[0][p] != files[1][p]]
     assert not different, different
-    other = tmp_path / "other"
-    generate(preset("tiny", seed=5, out=other, novel=False))
-    assert (other / "synth_s5" / "qa.json").read_bytes() != files[0][Path("synth_s4/qa.json")]
+    # ...and the seed matters: another seed lays out and asks something else
+    (a,), (b,) = build_scenes(preset("tiny", seed=4)), build_scenes(preset("tiny", seed=5))
+    assert Q.to_vlm4d(a, Q.ask(a))[0] != Q.to_vlm4d(b, Q.ask(b))[0]
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,7 @@ def _check_camera_outside_stage(cfg: SynthConfig, views: np.ndarray) -> None:
     if np.any(inside):
         k = int(np.argmax(inside))
         raise SynthError(
-            f"impossible camera: at frame {k} it is at {np.round(eyes[k], 2).tolist()} m, inside the stage "
+            f"impossible camera: at frame {k} it is at {(np.round(eyes[k], 2) + 0.0).tolist()} m, inside the stage "
             f"where objects move (radius {stage:.1f} m, objects up to {TALLEST} m tall); "
             f"raise --camera-height above {TALLEST + CAMERA_CLEARANCE} or --camera-distance"
         )

@@ -197,18 +197,18 @@ def _relative_heading(leader: SceneObject, follower: SceneObject) -> Question:
 
 
 def _counting(scene: Scene, motions: list[Motion]) -> list[Question]:
+    """Counting questions; with one object only the shape count (the rest would be 0/1 giveaways)."""
     directions = [m.camera_direction() for m in motions]
-    counts: list[tuple[str, str, int | None]] = []
-    if None not in directions:
-        for side in ("left", "right"):
-            counts.append(
-                (f"count_{side}", f"How many objects are moving to the {side} from the camera perspective?", directions.count(side))
-            )
-    counts.append(("count_still", "How many objects stay in the same place throughout the video?", sum(not m.moving for m in motions)))
-    counts.append(("count_spinning", "How many objects are spinning in place?", sum(m.spinning_in_place for m in motions)))
-    for shape in SHAPES:
-        counts.append((f"count_{shape}", f"How many {shape}s are there in the video?", sum(o.shape == shape for o in scene.objects)))
-    return [Question(key=key, kind=key.split("_")[0], question=q, choices=[0, 1, 2, 3], answer=n) for key, q, n in counts]
+    first = scene.objects[0].shape
+    counts = [(f"count_{first}", f"How many {first}s are there in the video?", sum(o.shape == first for o in scene.objects))]
+    if len(scene.objects) > 1:
+        if None not in directions:
+            for side in ("left", "right"):
+                text = f"How many objects are moving to the {side} from the camera perspective?"
+                counts.append((f"count_{side}", text, directions.count(side)))
+        counts.append(("count_still", "How many objects stay in the same place throughout the video?", sum(not m.moving for m in motions)))
+        counts.append(("count_spinning", "How many objects are spinning in place?", sum(m.spinning_in_place for m in motions)))
+    return [Question(key=key, kind="count", question=q, choices=[0, 1, 2, 3], answer=n) for key, q, n in counts]
 
 
 def _absent_names(scene: Scene) -> list[str]:

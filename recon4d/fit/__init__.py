@@ -1,0 +1,1 @@
+"""Fitting a video: preprocessing (priors), initialisation, staged optimisation, checkpoints."""

@@ -1,0 +1,103 @@
+"""Densification and pruning with gsplat's default-strategy rules, on any backend.
+
+gsplat's ``DefaultStrategy`` needs CUDA-side bookkeeping and one flat parameter dict;
+our scene has two Gaussian sets (static, and dynamic with skinning bindings), so the
+same rules are applied here to both: accumulate the screen-space gradient of each
+Gaussian's 2D mean (scaled to NDC as gsplat does), and every ``refine_every`` steps
+duplicate small high-gradient Gaussians, split large ones in two (scales / 1.6, new
+centres sampled from the Gaussian), and prune the nearly transparent or huge ones.
+The optimiser is rebuilt afterwards (its moments restart), which the trainer does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from recon4d.render.projection import quat_to_rotmat
+from recon4d.scene import DynamicScene, GaussianSet
+
+
+@dataclass
+class DensifyConfig:
+    enabled: bool = True
+    refine_every: int = 100
+    start_fraction: float = 0.1
+    """Refinement runs between these fractions of the joint stage."""
+    stop_fraction: float = 0.6
+    grow_grad2d: float = 0.0002
+    grow_scale3d: float = 0.01
+    """Relative to the scene extent: below it a Gaussian is duplicated, above it split."""
+    prune_opacity: float = 0.005
+    prune_scale3d: float = 0.1
+    max_gaussians: int = 300_000
+
+
+class Densifier:
+    def __init__(self, cfg: DensifyConfig, extent: float):
+        self.cfg, self.extent = cfg, extent
+        self.grad_sum: Tensor | None = None
+        self.count: Tensor | None = None
+
+    def observe_and_refine(self, scene: DynamicScene, render, step: int, stage_steps: int) -> bool:
+        """Accumulate statistics from the last backward; refine when due. True if shapes changed."""
+        cfg = self.cfg
+        if not cfg.enabled:
+            return False
+        means2d = render.meta["means2d"]
+        if means2d.grad is None:
+            return False
+        grad = means2d.grad[0].clone()
+        grad[:, 0] *= render.meta["width"] / 2
+        grad[:, 1] *= render.meta["height"] / 2
+        visible = (render.meta["radii"][0] > 0).all(-1)
+        n = grad.shape[0]
+        if self.grad_sum is None or self.grad_sum.shape[0] != n:
+            self.grad_sum, self.count = torch.zeros(n), torch.zeros(n)
+        self.grad_sum[visible] += grad[visible].norm(dim=-1)
+        self.count[visible] += 1
+        start, stop = int(cfg.start_fraction * stage_steps), int(cfg.stop_fraction * stage_steps)
+        if not (start <= step < stop and step > 0 and step % cfg.refine_every == 0):
+            return False
+        avg = self.grad_sum / self.count.clamp(min=1)
+        n_static = len(scene.static)
+        self._refine_set(scene.static, avg[:n_static], None)
+        self._refine_set(scene.dynamic, avg[n_static:], scene)
+        self.grad_sum = self.count = None
+        return True
+
+    def _refine_set(self, gs: GaussianSet, avg_grad: Tensor, scene: DynamicScene | None) -> None:
+        cfg = self.cfg
+        if len(gs) == 0:
+            return
+        with torch.no_grad():
+            max_scale = gs.scales.max(dim=-1).values
+            high = avg_grad > cfg.grow_grad2d
+            small = max_scale <= cfg.grow_scale3d * self.extent
+            room = cfg.max_gaussians - len(gs)
+            dup = torch.nonzero(high & small).squeeze(1)[: max(room, 0)]
+            split = torch.nonzero(high & ~small).squeeze(1)[: max(room - len(dup), 0)]
+            prune = (gs.opacities < cfg.prune_opacity) | (max_scale > cfg.prune_scale3d * self.extent)
+            prune[split] = True  # a split Gaussian is replaced by its two children
+            keep = torch.nonzero(~prune).squeeze(1)
+            index = torch.cat([keep, dup, split, split])
+            offsets = self._split_offsets(gs, split)
+        gs.select(index)
+        if scene is not None:
+            scene.binding.select(index)
+        with torch.no_grad():
+            if len(split):
+                n_new = 2 * len(split)
+                gs.means[-n_new:] += offsets
+                gs.log_scales[-n_new:] -= torch.log(torch.tensor(1.6))
+
+    @staticmethod
+    def _split_offsets(gs: GaussianSet, split: Tensor) -> Tensor:
+        """Two samples per split Gaussian from N(0, its covariance), in world coordinates."""
+        if len(split) == 0:
+            return torch.zeros(0, 3)
+        rot = quat_to_rotmat(gs.quats[split])
+        noise = torch.randn(2, len(split), 3) * gs.scales[split][None]
+        return torch.einsum("nij,bnj->bni", rot, noise).reshape(-1, 3)

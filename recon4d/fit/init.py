@@ -1,0 +1,170 @@
+"""Initialise a DynamicScene from the priors: lift pixels with depth, seed the scaffold from tracks.
+
+* Static Gaussians: non-dynamic pixels of a few keyframes, lifted with the depth prior,
+  sized to their pixel footprint.
+* Dynamic Gaussians: dynamic pixels of the reference frame (the one with the most
+  dynamic pixels), lifted the same way; that frame defines the canonical space.
+* Scaffold nodes: farthest-point samples of the dynamic points. Each node's transform
+  at frame t is the weighted Kabsch fit between the 3D positions (lifted tracks) of
+  its nearest dynamic tracks at the reference frame and at t; frames where too few of
+  them are visible copy the nearest solved frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from cuda_ext.knn import knn
+from recon4d.fit.data import SceneData
+from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
+from recon4d.scene.scaffold import SkinBinding
+
+
+@dataclass
+class InitConfig:
+    keyframes: int = 4
+    """Frames whose static pixels seed the background."""
+    static_stride: int = 2
+    """Pixel stride when lifting static pixels."""
+    dynamic_stride: int = 1
+    max_nodes: int = 256
+    points_per_node: int = 20
+    """Roughly one node per this many dynamic Gaussians."""
+    skin_k: int = 8
+    tracks_per_node: int = 12
+    latent_dim: int = 0
+
+
+def lift(uv: Tensor, depth: Tensor, K: Tensor, viewmat: Tensor) -> Tensor:
+    """Pixel coordinates (pixel i centred at i) with camera depth -> world points [P,3]."""
+    ones = torch.ones_like(uv[:, :1])
+    rays = torch.cat([uv + 0.5, ones], 1) @ torch.linalg.inv(K).T
+    cam = rays * depth[:, None]
+    c2w = torch.linalg.inv(viewmat)
+    return cam @ c2w[:3, :3].T + c2w[:3, 3]
+
+
+def _pixels(mask: Tensor, stride: int) -> Tensor:
+    grid = torch.zeros_like(mask)
+    grid[stride // 2::stride, stride // 2::stride] = True
+    ys, xs = torch.nonzero(mask & grid, as_tuple=True)
+    return torch.stack([xs, ys], 1)
+
+
+def _lift_pixels(data: SceneData, t: int, mask: Tensor, stride: int) -> tuple[Tensor, Tensor, Tensor]:
+    px = _pixels(mask & (data.depth[t] > 0), stride)
+    d = data.depth[t, px[:, 1], px[:, 0]]
+    pts = lift(px.float(), d, data.K, data.viewmats[t])
+    rgb = data.images[t, px[:, 1], px[:, 0]]
+    size = d / data.K[0, 0] * stride * 0.6  # about the pixel footprint
+    return pts, rgb, size
+
+
+def farthest_points(points: Tensor, m: int) -> Tensor:
+    """Indices of m farthest-point samples (deterministic: starts at the point nearest the centroid)."""
+    m = min(m, len(points))
+    chosen = [int(torch.argmin((points - points.mean(0)).norm(dim=1)))]
+    dist = (points - points[chosen[0]]).norm(dim=1)
+    for _ in range(m - 1):
+        chosen.append(int(torch.argmax(dist)))
+        dist = torch.minimum(dist, (points - points[chosen[-1]]).norm(dim=1))
+    return torch.tensor(chosen)
+
+
+def kabsch(src: Tensor, dst: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+    """Rotation R and translation t minimising sum w |R src + t - dst|^2."""
+    w = w / w.sum()
+    mu_s, mu_d = (w[:, None] * src).sum(0), (w[:, None] * dst).sum(0)
+    cov = ((dst - mu_d) * w[:, None]).T @ (src - mu_s)
+    u, _, vt = torch.linalg.svd(cov)
+    fix = torch.diag(torch.tensor([1.0, 1.0, torch.sign(torch.det(u @ vt)).item()]))
+    rot = u @ fix @ vt
+    return rot, mu_d - rot @ mu_s
+
+
+def rotmat_to_quat(rot: Tensor) -> Tensor:
+    """(w, x, y, z) of a rotation matrix (stable branch on the largest component)."""
+    m = rot
+    tr = m[0, 0] + m[1, 1] + m[2, 2]
+    cands = torch.stack([1 + tr, 1 + m[0, 0] - m[1, 1] - m[2, 2], 1 - m[0, 0] + m[1, 1] - m[2, 2],
+                         1 - m[0, 0] - m[1, 1] + m[2, 2]])
+    i = int(torch.argmax(cands))
+    s = torch.sqrt(cands[i].clamp(min=1e-12)) * 2
+    if i == 0:
+        q = [s / 4, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
+    elif i == 1:
+        q = [(m[2, 1] - m[1, 2]) / s, s / 4, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s]
+    elif i == 2:
+        q = [(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, s / 4, (m[1, 2] + m[2, 1]) / s]
+    else:
+        q = [(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, s / 4]
+    return F.normalize(torch.stack(q), dim=0)
+
+
+def _sample_depth(depth: Tensor, xy: Tensor) -> Tensor:
+    x = xy[:, 0].round().long().clamp(0, depth.shape[1] - 1)
+    y = xy[:, 1].round().long().clamp(0, depth.shape[0] - 1)
+    return depth[y, x]
+
+
+def node_trajectories(data: SceneData, nodes: Tensor, ref: int, cfg: InitConfig) -> tuple[Tensor, Tensor]:
+    """Per-frame rigid transforms [T,M,4], [T,M,3] of the nodes from the dynamic tracks."""
+    T, M = data.frames, len(nodes)
+    quats = torch.tensor([1.0, 0, 0, 0]).repeat(T, M, 1)
+    trans = torch.zeros(T, M, 3)
+    tracks = torch.nonzero(data.track_dynamic & data.track_visible[ref]).squeeze(1)
+    if len(tracks) < 3:
+        return quats, trans
+    xy_ref = data.track_xy[ref, tracks]
+    p_ref = lift(xy_ref, _sample_depth(data.depth[ref], xy_ref), data.K, data.viewmats[ref])
+    k = min(cfg.tracks_per_node, len(tracks))
+    near, d2 = knn(nodes.contiguous(), p_ref.contiguous(), k)
+    near = near.long()
+    solved = torch.zeros(T, M, dtype=torch.bool)
+    solved[ref] = True
+    for t in range(T):
+        if t == ref:
+            continue
+        vis_t = data.track_visible[t, tracks]
+        xy_t = data.track_xy[t, tracks]
+        p_t = lift(xy_t, _sample_depth(data.depth[t], xy_t), data.K, data.viewmats[t])
+        for j in range(M):
+            idx = near[j][vis_t[near[j]]]
+            if len(idx) >= 3:
+                w = torch.exp(-d2[j][vis_t[near[j]]] / (2 * d2[j].median().clamp(min=1e-8)))
+                rot, tr = kabsch(p_ref[idx], p_t[idx], w + 1e-6)
+                quats[t, j], trans[t, j], solved[t, j] = rotmat_to_quat(rot), tr, True
+    for j in range(M):  # fill unsolved frames from the nearest solved one
+        ok = torch.nonzero(solved[:, j]).squeeze(1)
+        nearest = ok[torch.argmin((torch.arange(T)[:, None] - ok[None]).abs(), dim=1)]
+        quats[:, j], trans[:, j] = quats[nearest, j], trans[nearest, j]
+    return quats, trans
+
+
+def initial_scene(data: SceneData, cfg: InitConfig) -> DynamicScene:
+    T = data.frames
+    static_mask = ~data.dynamic_mask
+    keys = torch.linspace(0, T - 1, min(cfg.keyframes, T)).round().long().unique().tolist()
+    lifted = [_lift_pixels(data, t, static_mask[t], cfg.static_stride) for t in keys]
+    s_pts, s_rgb, s_size = (torch.cat(x) for x in zip(*lifted))
+    static = GaussianSet(s_pts, s_size[:, None].repeat(1, 3), s_rgb, torch.full((len(s_pts),), 0.9),
+                         latent_dim=cfg.latent_dim)
+
+    ref = int(data.dynamic_mask.flatten(1).sum(1).argmax())
+    d_pts, d_rgb, d_size = _lift_pixels(data, ref, data.dynamic_mask[ref], cfg.dynamic_stride)
+    dynamic = GaussianSet(d_pts, d_size[:, None].repeat(1, 3), d_rgb, torch.full((len(d_pts),), 0.9))
+    if len(d_pts) == 0:  # a static video: one idle node keeps the model uniform
+        nodes = s_pts[:1].clone()
+    else:
+        m = max(1, min(cfg.max_nodes, len(d_pts) // cfg.points_per_node))
+        nodes = d_pts[farthest_points(d_pts, m)]
+    quats, trans = node_trajectories(data, nodes, ref, cfg)
+    scaffold = MotionScaffold(nodes, quats, trans, latent_dim=cfg.latent_dim)
+    binding = SkinBinding.bind(d_pts if len(d_pts) else nodes[:0], nodes, k=cfg.skin_k)
+    scene = DynamicScene(static, dynamic, scaffold, binding)
+    scene.reference_frame = ref
+    return scene

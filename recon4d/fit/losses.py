@@ -1,0 +1,58 @@
+"""Loss terms of the fit; each is a small function of rendered maps or scaffold tensors.
+
+Photometric and feature terms are L1 + 0.1 (1 - SSIM) (SSIM from kornia), as in the
+reference systems. Geometry terms regularise the scaffold: ARAP keeps distances between
+neighbouring nodes constant over time; velocity and acceleration penalise jitter.
+"""
+
+from __future__ import annotations
+
+import kornia
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def l1_ssim(pred: Tensor, target: Tensor, ssim_weight: float = 0.1) -> Tensor:
+    """L1 + w (1 - SSIM) on [H,W,C] maps (C any)."""
+    l1 = (pred - target).abs().mean()
+    p, t = pred.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None]
+    window = 11 if min(pred.shape[:2]) >= 11 else 3
+    ssim = kornia.metrics.ssim(p, t, window_size=window, max_val=1.0).mean()
+    return l1 + ssim_weight * (1 - ssim)
+
+
+def depth_loss(pred: Tensor, prior: Tensor, alpha: Tensor) -> Tensor:
+    """Scale-aware L1 between rendered and prior depth, where both exist (relative error)."""
+    valid = (prior > 0) & (alpha > 0.5)
+    if not valid.any():
+        return pred.sum() * 0
+    return ((pred[valid] - prior[valid]).abs() / prior[valid]).mean()
+
+
+def mask_loss(pred: Tensor, mask: Tensor) -> Tensor:
+    """L1 between the rendered dynamic channel and the dynamic mask."""
+    return (pred - mask.float()).abs().mean()
+
+
+def arap_loss(positions: Tensor, neighbours: Tensor, ref: int) -> Tensor:
+    """Neighbouring node distances at every frame vs at the reference frame. positions [T,M,3]."""
+    if positions.shape[1] < 2:
+        return positions.sum() * 0
+    d = (positions[:, :, None] - positions[:, neighbours]).norm(dim=-1)  # [T,M,k]
+    return (d - d[ref].detach()[None]).abs().mean()
+
+
+def smoothness_loss(positions: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean velocity and acceleration magnitudes of node trajectories [T,M,3]."""
+    if positions.shape[0] < 3:
+        zero = positions.sum() * 0
+        return zero, zero
+    vel = positions[1:] - positions[:-1]
+    acc = vel[1:] - vel[:-1]
+    return vel.norm(dim=-1).mean(), acc.norm(dim=-1).mean()
+
+
+def psnr(pred: Tensor, target: Tensor) -> float:
+    mse = F.mse_loss(pred.clamp(0, 1), target).item()
+    return float("inf") if mse == 0 else -10.0 * torch.log10(torch.tensor(mse)).item()

@@ -1,0 +1,339 @@
+"""The optimisation loop of ``recon4d fit``: staged, checkpointed, resumable, NaN-safe.
+
+Stages, in order (each a number of steps; 0 skips it):
+  static    background Gaussians alone, on pixels outside the dynamic masks
+  scaffold  node transforms from track reprojection + ARAP/velocity/acceleration + RGB
+  joint     everything geometric and photometric, with densification and pruning
+  features  latents and decoder heads distilled from the teachers (geometry frozen)
+
+A checkpoint (scene + optimiser + RNG + stage/step) is written every
+``checkpoint_every`` steps, at every stage end and on Ctrl-C, atomically; ``resume``
+continues from it exactly. A non-finite loss or parameter rolls the run back to the
+last checkpoint with the learning rate halved, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from recon4d.fit import losses
+from recon4d.fit.data import SceneData
+from recon4d.fit.densify import DensifyConfig, Densifier
+from recon4d.fit.init import InitConfig, initial_scene, lift
+from recon4d.fit.teachers import FeatureHead, to_grid
+from recon4d.io.atomic import atomic_path, write_json
+from recon4d.render import rasterize
+from recon4d.scene import DynamicScene
+from recon4d.scene.model import DYN, LATENT_START, RGB
+from recon4d.scene.scaffold import SkinBinding
+from recon4d.scene.state import load_scene, save_scene
+
+STAGES = ("static", "scaffold", "joint", "features")
+
+
+@dataclass
+class StageSteps:
+    static: int = 150
+    scaffold: int = 150
+    joint: int = 900
+    features: int = 400
+
+
+@dataclass
+class LossWeights:
+    rgb: float = 1.0
+    depth: float = 0.05
+    mask: float = 0.1
+    track: float = 0.05
+    arap: float = 1.0
+    velocity: float = 0.0
+    acceleration: float = 0.5
+    feature: float = 1.0
+
+
+@dataclass
+class FitConfig:
+    steps: StageSteps = field(default_factory=StageSteps)
+    weights: LossWeights = field(default_factory=LossWeights)
+    init: InitConfig = field(default_factory=InitConfig)
+    densify: DensifyConfig = field(default_factory=DensifyConfig)
+    latent_dim: int = 32
+    """Channels of the feature-field latent (used only when the scene has teachers)."""
+    lr_scale: float = 1.0
+    checkpoint_every: int = 200
+    skin_mode: str = "dqb"
+    seed: int = 0
+    backend: str = "auto"
+    """Rasterizer backend: auto (gsplat on CUDA, C++ kernel on CPU), cpu, torch, gsplat."""
+
+
+class NonFiniteError(RuntimeError):
+    pass
+
+
+def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, stage: str, extent: float, lr: float) -> list[dict]:
+    """Adam parameter groups of a stage (gsplat-like rates, positions scaled by scene extent)."""
+    def gaussians(gs, with_pos=True):
+        groups = [dict(params=[gs.log_scales], lr=5e-3), dict(params=[gs.quats], lr=1e-3),
+                  dict(params=[gs.opacity_logits], lr=5e-2), dict(params=[gs.color_logits], lr=1e-2)]
+        if with_pos:
+            groups.append(dict(params=[gs.means], lr=1.6e-4 * extent))
+        return groups
+
+    nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3),
+             dict(params=[scene.scaffold.node_trans], lr=1e-3 * extent),
+             dict(params=[scene.binding.correction], lr=1e-2)]
+    if stage == "static":
+        groups = gaussians(scene.static)
+    elif stage == "scaffold":
+        groups = nodes
+    elif stage == "joint":
+        groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes
+    else:
+        groups = [dict(params=[scene.static.latents, scene.scaffold.latents], lr=2e-2),
+                  dict(params=list(heads.parameters()), lr=2e-3)]
+    for g in groups:
+        g["lr"] *= lr
+    return [g for g in groups if any(p.numel() for p in g["params"])]
+
+
+class Trainer:
+    def __init__(self, data: SceneData, cfg: FitConfig, model_dir: Path, log: Callable[[str], None] = print):
+        self.data, self.cfg, self.model_dir, self.log = data, cfg, Path(model_dir), log
+        self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0
+        self.stage, self.step, self.lr = STAGES[0], 0, cfg.lr_scale
+        self.history: list[dict] = []
+        self.rng = random.Random(cfg.seed)
+        torch.manual_seed(cfg.seed)
+
+    # ---- set-up -------------------------------------------------------------------------
+    def initialise(self) -> None:
+        cfg = self.cfg
+        latent = cfg.latent_dim if self.data.teachers else 0
+        self.scene = initial_scene(self.data, InitConfig(**{**asdict(cfg.init), "latent_dim": latent}))
+        self.scene.skin_mode = cfg.skin_mode
+        self.heads = nn.ModuleDict({name: FeatureHead(latent, feats.shape[-1])
+                                    for name, feats in self.data.teachers.items()} if latent else {})
+        self._setup_stage()
+
+    def _setup_stage(self) -> None:
+        groups = _stage_params(self.scene, self.heads, self.stage, self.extent, self.lr)
+        self.optimizer = torch.optim.Adam(groups, eps=1e-15)
+        self.densifier = Densifier(self.cfg.densify, self.extent)
+        self._track_binding = None
+
+    # ---- checkpoints --------------------------------------------------------------------
+    def save(self, note: str = "") -> None:
+        meta = {"stage": self.stage, "step": self.step, "lr_scale": self.lr, "config": asdict(self.cfg),
+                "extent": self.extent, "history": self.history[-50:], "versions": {"torch": torch.__version__},
+                "complete": self.stage == "done", "note": note}
+        save_scene(self.model_dir, self.scene, self.heads, meta)
+        with atomic_path(self.model_dir / "optimizer.pt") as tmp:
+            torch.save({"optimizer": self.optimizer.state_dict(), "rng": self.rng.getstate(),
+                        "torch_rng": torch.get_rng_state()}, tmp)
+
+    def load(self) -> None:
+        self.scene, self.heads, meta = load_scene(self.model_dir)
+        self.stage, self.step, self.lr = meta["stage"], meta["step"], meta["lr_scale"]
+        self.history = meta.get("history", [])
+        if self.stage == "done":
+            return
+        self._setup_stage()
+        state = torch.load(self.model_dir / "optimizer.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+
+    # ---- one step -----------------------------------------------------------------------
+    def render(self, t: int, include_static: bool = True, with_latent: bool = False, include_dynamic: bool = True):
+        g = self.scene.at(t, include_static=include_static)
+        feats = g.features if with_latent else g.features[:, :LATENT_START]
+        means, quats, scales, opac = g.means, g.quats, g.scales, g.opacities
+        if not include_dynamic:
+            n = g.n_static
+            means, quats, scales, opac, feats = means[:n], quats[:n], scales[:n], opac[:n], feats[:n]
+        d = self.data
+        return rasterize(means, quats, scales, opac, feats, d.viewmats[t:t + 1], d.K[None], d.width, d.height,
+                         backend=self.cfg.backend), g.n_static
+
+    def _track_loss(self, t: int) -> Tensor:
+        d, ref = self.data, self.scene.reference_frame
+        if self._track_binding is None:
+            sel = torch.nonzero(d.track_dynamic & d.track_visible[ref]).squeeze(1)
+            xy = d.track_xy[ref, sel]
+            depth = d.depth[ref, xy[:, 1].round().long().clamp(0, d.height - 1),
+                            xy[:, 0].round().long().clamp(0, d.width - 1)]
+            pts = lift(xy, depth, d.K, d.viewmats[ref])
+            binding = SkinBinding.bind(pts, self.scene.scaffold.node_pos, k=self.cfg.init.skin_k) if len(sel) else None
+            self._track_binding = (sel, pts, binding)
+        sel, pts, binding = self._track_binding
+        if binding is None:
+            return torch.zeros(())
+        vis = d.track_visible[t, sel]
+        if not vis.any():
+            return torch.zeros(())
+        ident = torch.tensor([1.0, 0, 0, 0]).repeat(len(pts), 1)
+        moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
+        cam = moved @ d.viewmats[t, :3, :3].T + d.viewmats[t, :3, 3]
+        uv = cam @ d.K.T
+        uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-6) - 0.5
+        err = (uv - d.track_xy[t, sel])[vis]
+        return F.huber_loss(err / d.width, torch.zeros_like(err), delta=0.01)
+
+    def losses(self, t: int) -> tuple[Tensor, dict[str, float]]:
+        d, w, stage = self.data, self.cfg.weights, self.stage
+        image, mask = d.images[t], d.dynamic_mask[t]
+        terms: dict[str, Tensor] = {}
+        if stage == "features":
+            out, _ = self.render(t, with_latent=True)
+            latent = out.features[0, ..., LATENT_START:]
+            for name, teacher in d.teachers.items():
+                target = teacher[t]
+                pred = self.heads[name](to_grid(latent, target.shape[0], target.shape[1]))
+                terms[f"feat_{name}"] = w.feature * losses.l1_ssim(pred, target)
+        else:
+            static_only = stage == "static"
+            out, _ = self.render(t, include_dynamic=not static_only)
+            rgb = out.features[0, ..., RGB]
+            if static_only:
+                keep = (~mask)[..., None].float()
+                terms["rgb"] = w.rgb * losses.l1_ssim(rgb * keep, image * keep)
+            else:
+                terms["rgb"] = w.rgb * losses.l1_ssim(rgb, image)
+                terms["mask"] = w.mask * losses.mask_loss(out.features[0, ..., DYN][..., 0], mask)
+            prior = d.depth[t] * (~mask if static_only else torch.ones_like(mask))
+            terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])
+            self._last_render = out
+        if stage in ("scaffold", "joint") and len(self.scene.dynamic):
+            positions = self.scene.scaffold.node_positions()
+            terms["track"] = w.track * self._track_loss(t)
+            if not hasattr(self, "_neighbours") or self._neighbours.shape[0] != len(self.scene.scaffold):
+                from cuda_ext.knn import knn
+                k = min(6, len(self.scene.scaffold))
+                idx, _ = knn(self.scene.scaffold.node_pos.contiguous(), self.scene.scaffold.node_pos.contiguous(), k)
+                self._neighbours = idx.long()[:, 1:] if k > 1 else idx.long()
+            terms["arap"] = w.arap * losses.arap_loss(positions, self._neighbours, self.scene.reference_frame)
+            vel, acc = losses.smoothness_loss(positions)
+            terms["acc"] = w.acceleration * acc + w.velocity * vel
+        total = sum(terms.values())
+        stats = {k: v.item() for k, v in terms.items()}
+        if stage != "features":
+            stats["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
+        return total, stats
+
+    def _check_finite(self, loss: Tensor) -> None:
+        if not torch.isfinite(loss):
+            raise NonFiniteError(f"loss is {loss.item()}")
+        for name, p in self.scene.named_parameters():
+            if not torch.isfinite(p).all():
+                raise NonFiniteError(f"parameter {name} has NaN/inf")
+
+    # ---- the loop -----------------------------------------------------------------------
+    def total_steps(self) -> int:
+        return sum(self._stage_steps(s) for s in STAGES)
+
+    def _stage_steps(self, stage: str) -> int:
+        n = getattr(self.cfg.steps, stage)
+        if stage == "features" and not self.data.teachers:
+            return 0
+        if stage == "scaffold" and len(self.scene.dynamic) == 0:
+            return 0
+        return n
+
+    def run(self) -> None:
+        done_before = sum(self._stage_steps(s) for s in STAGES[:STAGES.index(self.stage)]) + self.step \
+            if self.stage != "done" else self.total_steps()
+        bar = tqdm(total=self.total_steps(), initial=done_before, unit="step", dynamic_ncols=True,
+                   mininterval=0.5 if sys.stderr.isatty() else 30.0)
+        try:
+            while self.stage != "done":
+                n = self._stage_steps(self.stage)
+                while self.step < n:
+                    self._one_step(n)
+                    bar.update(1)
+                    bar.set_postfix_str(self._postfix())
+                self._next_stage()
+        except KeyboardInterrupt:
+            self.save(note="interrupted")
+            self.log(f"interrupted: checkpoint saved at stage {self.stage}, step {self.step}; "
+                     f"re-run with --resume to continue")
+            raise
+        finally:
+            bar.close()
+
+    def _postfix(self) -> str:
+        last = self.history[-1] if self.history else {}
+        psnr = f" psnr={last['psnr']:.2f}" if "psnr" in last else ""
+        return f"{self.stage} {self.step} loss={last.get('loss', float('nan')):.4f}{psnr} N={self.n_gaussians()}"
+
+    def n_gaussians(self) -> int:
+        return len(self.scene.static) + len(self.scene.dynamic)
+
+    def _one_step(self, n: int) -> None:
+        t = self.rng.randrange(self.data.frames)
+        self.optimizer.zero_grad(set_to_none=True)
+        try:
+            loss, stats = self.losses(t)
+            self._check_finite(loss)
+            if self.stage == "joint":
+                self._last_render.meta["means2d"].retain_grad()
+            loss.backward()
+            self.optimizer.step()
+            self._check_finite(torch.zeros(()))
+        except NonFiniteError as exc:
+            self._rollback(str(exc))
+            return
+        if self.stage == "joint":
+            changed = self.densifier.observe_and_refine(self.scene, self._last_render, self.step, n)
+            if changed:
+                self._setup_stage()
+        self.step += 1
+        if self.step % 10 == 0 or self.step == n:
+            self.history.append({"stage": self.stage, "step": self.step, "loss": float(loss), **stats})
+        if self.step % self.cfg.checkpoint_every == 0:
+            self.save()
+
+    def _rollback(self, reason: str) -> None:
+        lr = self.lr * 0.5
+        if not (self.model_dir / "scene.json").exists():
+            raise NonFiniteError(f"{reason} at stage {self.stage} step {self.step}, before any checkpoint")
+        self.log(f"warning: {reason} at stage {self.stage} step {self.step}; rolled back to the last "
+                 f"checkpoint and halved the learning rate (scale {lr:g})")
+        self.load()
+        self.lr = lr
+        self._setup_stage()
+
+    def _next_stage(self) -> None:
+        i = STAGES.index(self.stage)
+        self.stage = STAGES[i + 1] if i + 1 < len(STAGES) else "done"
+        self.step = 0
+        if self.stage != "done":
+            self._setup_stage()
+        self.save()
+
+
+def fit_scene(data: SceneData, cfg: FitConfig, model_dir: Path, resume: bool = False,
+              log: Callable[[str], None] = print) -> Trainer:
+    """Run (or resume) the optimisation; returns the trainer with the fitted scene."""
+    trainer = Trainer(data, cfg, model_dir, log)
+    if resume and (Path(model_dir) / "scene.json").exists():
+        trainer.load()
+        log(f"resuming at stage {trainer.stage}, step {trainer.step}")
+    else:
+        trainer.initialise()
+    start = time.perf_counter()
+    trainer.run()
+    log(f"fit finished in {time.perf_counter() - start:.1f}s with {trainer.n_gaussians()} Gaussians")
+    return trainer

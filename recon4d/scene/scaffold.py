@@ -1,0 +1,80 @@
+"""Motion scaffold: sparse nodes with one rigid transform per frame, and the skinning binding.
+
+A node's transform at frame t maps canonical (reference-frame) world points to frame
+t: ``x_t = R_j(t) x + t_j(t)``, so every node is the identity at the reference frame.
+Dynamic Gaussians bind to their K nearest nodes with weights
+``exp(-d^2 / 2 sigma^2)`` times ``exp(correction)``, the correction learned, and are
+blended by the fused ``cuda_ext.skin`` kernel (DQB by default).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from cuda_ext.knn import knn
+from cuda_ext.skin import skin
+
+
+class MotionScaffold(nn.Module):
+    def __init__(self, node_pos: Tensor, node_quats: Tensor, node_trans: Tensor, latent_dim: int = 0):
+        """node_pos [M,3] canonical; node_quats [T,M,4] (w,x,y,z); node_trans [T,M,3]."""
+        super().__init__()
+        self.register_buffer("node_pos", node_pos.float().clone())
+        self.node_quats = nn.Parameter(node_quats.float().clone())
+        self.node_trans = nn.Parameter(node_trans.float().clone())
+        self.latents = nn.Parameter(torch.zeros(node_pos.shape[0], latent_dim))
+
+    @property
+    def frames(self) -> int:
+        return self.node_quats.shape[0]
+
+    def __len__(self) -> int:
+        return self.node_pos.shape[0]
+
+    def node_positions(self, t: int | None = None) -> Tensor:
+        """Node centres moved to frame t ([M,3]) or to every frame ([T,M,3])."""
+        q = F.normalize(self.node_quats if t is None else self.node_quats[t], dim=-1)
+        trans = self.node_trans if t is None else self.node_trans[t]
+        p = self.node_pos.expand(q.shape[:-1] + (3,))
+        w, v = q[..., :1], q[..., 1:]
+        rotated = p + 2 * torch.cross(v, torch.cross(v, p, dim=-1) + w * p, dim=-1)
+        return rotated + trans
+
+
+class SkinBinding(nn.Module):
+    """Which nodes each dynamic Gaussian follows, and how much."""
+
+    def __init__(self, node_ids: Tensor, log_base: Tensor):
+        """node_ids [N,K] int32, log_base [N,K] = -d^2 / 2 sigma^2 of each binding."""
+        super().__init__()
+        self.register_buffer("node_ids", node_ids.to(torch.int32))
+        self.register_buffer("log_base", log_base.float())
+        self.correction = nn.Parameter(torch.zeros_like(self.log_base))
+
+    @classmethod
+    def bind(cls, canon_means: Tensor, node_pos: Tensor, k: int = 8, sigma: float | None = None) -> "SkinBinding":
+        """Bind each Gaussian to its k nearest nodes; sigma defaults to twice the median node spacing."""
+        k = min(k, node_pos.shape[0])
+        idx, dist2 = knn(canon_means.detach().float().contiguous(), node_pos.float().contiguous(), k)
+        if sigma is None:
+            spacing = dist2[:, 0].clamp(min=1e-12).sqrt().median() if len(dist2) else torch.tensor(1.0)
+            sigma = float(spacing.clamp(min=1e-6)) * 2.0
+        return cls(idx, -dist2 / (2 * sigma**2))
+
+    def weights(self) -> Tensor:
+        """Normalised skinning weights [N,K] (softmax of base log-weight + learned correction)."""
+        return torch.softmax(self.log_base + self.correction, dim=-1)
+
+    def select(self, index: Tensor) -> None:
+        """Keep (or repeat) bindings by index, in step with the dynamic GaussianSet."""
+        self.node_ids = self.node_ids[index]
+        self.log_base = self.log_base[index]
+        self.correction = nn.Parameter(self.correction.detach()[index].clone())
+
+    def deform(self, canon_means: Tensor, canon_quats: Tensor, scaffold: MotionScaffold, t: int,
+               mode: str = "dqb") -> tuple[Tensor, Tensor]:
+        """Means and rotations of the bound Gaussians at frame t."""
+        return skin(canon_means, F.normalize(canon_quats, dim=-1), self.node_ids, self.weights(),
+                    scaffold.node_quats[t], scaffold.node_trans[t], mode=mode)

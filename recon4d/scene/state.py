@@ -1,0 +1,68 @@
+"""Save and restore a DynamicScene (plus decoder heads) as safetensors + a JSON sidecar.
+
+Shapes change during a fit (densification, pruning), so loading builds an empty
+skeleton and swaps every parameter and buffer in at the stored shape.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from recon4d.io.atomic import atomic_path, write_json
+from recon4d.scene.gaussians import GaussianSet
+from recon4d.scene.model import DynamicScene
+from recon4d.scene.scaffold import MotionScaffold, SkinBinding
+
+
+def _skeleton() -> DynamicScene:
+    empty = torch.zeros(0, 3)
+    gs = lambda: GaussianSet(empty, empty, empty, torch.zeros(0))  # noqa: E731
+    scaffold = MotionScaffold(torch.zeros(1, 3), torch.tensor([[[1.0, 0, 0, 0]]]), torch.zeros(1, 1, 3))
+    return DynamicScene(gs(), gs(), scaffold, SkinBinding(torch.zeros(0, 1, dtype=torch.int32), torch.zeros(0, 1)))
+
+
+def load_resized(module: nn.Module, state: dict[str, Tensor]) -> None:
+    """Replace each named parameter/buffer of ``module`` by the stored tensor, whatever its shape."""
+    params = dict(module.named_parameters())
+    for name, value in state.items():
+        owner_name, _, leaf = name.rpartition(".")
+        owner = module.get_submodule(owner_name) if owner_name else module
+        if name in params:
+            setattr(owner, leaf, nn.Parameter(value.clone()))
+        else:
+            owner.register_buffer(leaf, value.clone())
+
+
+def save_scene(folder: Path, scene: DynamicScene, heads: nn.ModuleDict, meta: dict[str, Any]) -> None:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {f"scene.{k}": v.detach().contiguous() for k, v in scene.state_dict().items()}
+    tensors.update({f"heads.{k}": v.detach().contiguous() for k, v in heads.state_dict().items()})
+    with atomic_path(folder / "scene.safetensors") as tmp:
+        save_file(tensors, str(tmp))
+    head_dims = {name: [h.net[0].in_features, h.net[2].out_features, h.net[0].out_features]
+                 for name, h in heads.items()}
+    write_json(folder / "scene.json", {**meta, "skin_mode": scene.skin_mode,
+                                       "reference_frame": getattr(scene, "reference_frame", 0),
+                                       "heads": head_dims})
+
+
+def load_scene(folder: Path) -> tuple[DynamicScene, nn.ModuleDict, dict[str, Any]]:
+    from recon4d.fit.teachers import FeatureHead
+
+    folder = Path(folder)
+    meta = json.loads((folder / "scene.json").read_text())
+    tensors = load_file(str(folder / "scene.safetensors"))
+    scene = _skeleton()
+    load_resized(scene, {k[6:]: v for k, v in tensors.items() if k.startswith("scene.")})
+    scene.skin_mode = meta.get("skin_mode", "dqb")
+    scene.reference_frame = meta.get("reference_frame", 0)
+    heads = nn.ModuleDict({name: FeatureHead(l, c, h) for name, (l, c, h) in meta.get("heads", {}).items()})
+    heads.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("heads.")})
+    return scene, heads, meta

@@ -8,7 +8,7 @@ a scene reproducible from its seed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -83,7 +83,6 @@ class Scene:
     camera_sign: float  # direction of pan/orbit/dolly drawn from the seed
     pair: dict | None = None  # {"factor", "motion", "partner"} for minimal pairs
     layout_attempt: int = 0  # which placement attempt passed the checks (for the record)
-    extra: dict = field(default_factory=dict)
 
     @property
     def frames(self) -> int:

@@ -2,9 +2,10 @@
 
 Exact rather than approximate because the binding decides which nodes move a
 Gaussian: a missed neighbour is a visible tear. The kernels never build the
-P x M distance matrix (CPU: blocked scan with a per-query sorted array; CUDA:
-reference tiles in shared memory), so P = 1M Gaussians against M = 10k nodes fits
-in O(P k) memory. Results are sorted nearest first; among equal distances the
+P x M distance matrix (CPU: a uniform grid over the references searched in
+growing shells with an exact stopping bound; CUDA: brute force with reference
+tiles in shared memory), so P = 1M Gaussians against M = 10k nodes fits in
+O(P k + M) memory. Results are sorted nearest first; among equal distances the
 kernels prefer the smaller reference index.
 
 The result is not differentiable: recompute distances from ``idx`` where a

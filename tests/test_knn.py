@@ -38,6 +38,37 @@ def test_kernel_matches_twin(device, k, dtype):
     assert (idx == t_idx).float().mean() > 0.999
 
 
+def brute_force(query, ref, k):
+    """(idx, dist2) ordered by (distance, index): a stable sort of the full distance matrix."""
+    d2 = (query[:, None] - ref[None]).square().sum(-1)
+    dist, idx = torch.sort(d2, dim=1, stable=True)
+    return idx[:, :k].to(torch.int32), dist[:, :k]
+
+
+@requires_compiler
+@pytest.mark.parametrize(
+    "name, ref",
+    [
+        ("one point", torch.tensor([[0.5, -1.0, 2.0]])),
+        ("all identical", torch.full((40, 3), 1.5)),
+        ("on a plane", torch.cat([torch.rand(300, 2), torch.zeros(300, 1)], 1)),
+        ("on a line", torch.linspace(0, 1, 200)[:, None] * torch.tensor([1.0, 2.0, -1.0])),
+        ("integer lattice, many ties", torch.cartesian_prod(*[torch.arange(6.0)] * 3)),
+        ("clustered", torch.cat([torch.randn(200, 3) * 0.01, torch.randn(50, 3) * 100])),
+    ],
+)
+def test_cpu_grid_search_is_exact_on_awkward_layouts(name, ref):
+    g = torch.Generator().manual_seed(3)
+    # Queries inside the cloud, on reference points, and far outside its bounding box.
+    query = torch.cat([ref[:50] + 0.3 * torch.randn(min(50, len(ref)), 3, generator=g), ref[:20],
+                       ref.mean(0) + 1e3 * torch.randn(20, 3, generator=g), torch.round(4 * torch.rand(30, 3, generator=g))])
+    k = min(8, len(ref))
+    idx, dist2 = knn(query, ref, k, backend="kernel")
+    want_idx, want_dist2 = brute_force(query, ref, k)
+    torch.testing.assert_close(dist2, want_dist2, atol=0, rtol=1e-6)
+    assert torch.equal(idx, want_idx), name
+
+
 @requires_compiler
 def test_ties_prefer_the_smaller_index_and_k_equals_m():
     ref = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [-1.0, 0, 0], [0, 0, 5.0]])
@@ -84,7 +115,7 @@ def test_bad_input_raises_value_error_naming_the_argument(args, argument, backen
         knn(*args, backend=backend)
 
 
-@pytest.mark.skipif(not os.environ.get("RECON4D_KNN_FULL"), reason="set RECON4D_KNN_FULL=1 (about 15 s on 2 cores)")
+@pytest.mark.skipif(not os.environ.get("RECON4D_KNN_FULL"), reason="set RECON4D_KNN_FULL=1 (a few seconds, 1 GB)")
 @requires_compiler
 def test_cpu_kernel_handles_a_million_queries():
     query, ref = torch.rand(1_000_000, 3), torch.rand(10_000, 3)

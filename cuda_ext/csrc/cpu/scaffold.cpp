@@ -218,48 +218,114 @@ std::vector<at::Tensor> skin_backward(const at::Tensor& canon_means, const at::T
   return {g_means, g_quats, g_weights, g_node_quats, g_node_trans};
 }
 
-// Exact k-NN by blocked brute force: a tile of reference points stays in L1 while a block of
-// queries scans it, and each query keeps its k best in a sorted array (insertion is rare once
-// the array is full, so the scan is a vectorisable distance loop plus one compare). Memory is
-// O(P k) for the outputs plus O(M) for a transposed copy of the references: never P x M.
-// Ties are broken towards the smaller reference index.
+// Exact k-NN on a uniform grid over the reference points (about two per cell). Each query
+// visits cells in shells of growing Chebyshev radius around its own (clamped) cell and stops
+// once its k-th best distance is below the distance to everything not yet visited, so a
+// typical query looks at tens of points instead of all M. Memory is O(M) for the grid plus
+// the O(P k) outputs, never P x M. Candidates are ordered by (distance, index), so the result
+// is the same as a brute-force scan that prefers the smaller index on ties.
 template <typename T>
-void knn_block(const T* query, const T* rx, const T* ry, const T* rz, int64_t M, int64_t k, int64_t qbegin,
-               int64_t qend, int32_t* out_i, T* out_d) {
-  constexpr int64_t kRefTile = 512;
-  T dist[kRefTile];
-  for (int64_t p = qbegin; p < qend; ++p) {
-    T* bd = out_d + p * k;
-    int32_t* bi = out_i + p * k;
-    std::fill(bd, bd + k, std::numeric_limits<T>::infinity());
-    std::fill(bi, bi + k, int32_t(-1));
+struct RefGrid {
+  double lo[3];
+  double h;
+  int64_t dims[3];
+  std::vector<int64_t> start;  // cell -> first point in the sorted arrays; size cells + 1
+  std::vector<T> xyz;          // points sorted by cell, [M, 3]
+  std::vector<int32_t> id;     // their original indices
+
+  int64_t axis_cell(int a, double v) const {
+    const double c = std::floor((v - lo[a]) / h);
+    return static_cast<int64_t>(std::min<double>(std::max<double>(c, 0.0), double(dims[a] - 1)));
   }
-  for (int64_t r0 = 0; r0 < M; r0 += kRefTile) {
-    const int64_t rn = std::min(kRefTile, M - r0);
-    for (int64_t p = qbegin; p < qend; ++p) {
-      const T qx = query[3 * p], qy = query[3 * p + 1], qz = query[3 * p + 2];
-      for (int64_t r = 0; r < rn; ++r) {
-        const T dx = qx - rx[r0 + r], dy = qy - ry[r0 + r], dz = qz - rz[r0 + r];
-        dist[r] = dx * dx + dy * dy + dz * dz;
+
+  RefGrid(const T* ref, int64_t M) {
+    double hi[3];
+    for (int a = 0; a < 3; ++a) lo[a] = hi[a] = double(ref[a]);
+    for (int64_t j = 1; j < M; ++j)
+      for (int a = 0; a < 3; ++a) {
+        lo[a] = std::min(lo[a], double(ref[3 * j + a]));
+        hi[a] = std::max(hi[a], double(ref[3 * j + a]));
       }
-      T* bd = out_d + p * k;
-      int32_t* bi = out_i + p * k;
-      T worst = bd[k - 1];
-      for (int64_t r = 0; r < rn; ++r) {
-        const T d = dist[r];
-        if (d < worst) {
-          int64_t pos = k - 1;
-          while (pos > 0 && bd[pos - 1] > d) {
-            bd[pos] = bd[pos - 1];
-            bi[pos] = bi[pos - 1];
-            --pos;
-          }
-          bd[pos] = d;
-          bi[pos] = int32_t(r0 + r);
-          worst = bd[k - 1];
+    const double extent = std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
+    const double per_axis = std::max(1.0, std::cbrt(double(M) / 2.0));
+    h = extent > 0 ? extent / per_axis : 1.0;
+    for (int a = 0; a < 3; ++a) dims[a] = static_cast<int64_t>((hi[a] - lo[a]) / h) + 1;
+    const int64_t cells = dims[0] * dims[1] * dims[2];
+    std::vector<int64_t> cell_of(M);
+    start.assign(cells + 1, 0);
+    for (int64_t j = 0; j < M; ++j) {
+      cell_of[j] = (axis_cell(0, ref[3 * j]) * dims[1] + axis_cell(1, ref[3 * j + 1])) * dims[2] +
+                   axis_cell(2, ref[3 * j + 2]);
+      ++start[cell_of[j] + 1];
+    }
+    for (int64_t c = 0; c < cells; ++c) start[c + 1] += start[c];
+    std::vector<int64_t> fill(start.begin(), start.end() - 1);
+    xyz.resize(3 * M);
+    id.resize(M);
+    for (int64_t j = 0; j < M; ++j) {  // increasing j: indices ascend within each cell
+      const int64_t at = fill[cell_of[j]]++;
+      for (int a = 0; a < 3; ++a) xyz[3 * at + a] = ref[3 * j + a];
+      id[at] = int32_t(j);
+    }
+  }
+};
+
+template <typename T>
+struct Best {  // the k best (distance, index) pairs of one query, sorted ascending
+  T* d;
+  int32_t* i;
+  int64_t k;
+  void offer(T dist, int32_t idx) {
+    if (dist > d[k - 1] || (dist == d[k - 1] && idx >= i[k - 1])) return;
+    int64_t pos = k - 1;
+    while (pos > 0 && (d[pos - 1] > dist || (d[pos - 1] == dist && i[pos - 1] > idx))) {
+      d[pos] = d[pos - 1];
+      i[pos] = i[pos - 1];
+      --pos;
+    }
+    d[pos] = dist;
+    i[pos] = idx;
+  }
+};
+
+template <typename T>
+void knn_query(const RefGrid<T>& g, const T* q, Best<T>& best) {
+  std::fill(best.d, best.d + best.k, std::numeric_limits<T>::infinity());
+  std::fill(best.i, best.i + best.k, std::numeric_limits<int32_t>::max());
+  int64_t c[3];
+  for (int a = 0; a < 3; ++a) c[a] = g.axis_cell(a, double(q[a]));
+  const auto scan = [&](int64_t x, int64_t y, int64_t z) {
+    const int64_t cell = (x * g.dims[1] + y) * g.dims[2] + z;
+    for (int64_t p = g.start[cell]; p < g.start[cell + 1]; ++p) {
+      const T dx = q[0] - g.xyz[3 * p], dy = q[1] - g.xyz[3 * p + 1], dz = q[2] - g.xyz[3 * p + 2];
+      best.offer(dx * dx + dy * dy + dz * dz, g.id[p]);
+    }
+  };
+  for (int64_t r = 0;; ++r) {
+    // Cells at Chebyshev distance exactly r: full z-rows on the x/y rim, two z-caps inside it.
+    const int64_t x0 = std::max<int64_t>(c[0] - r, 0), x1 = std::min(c[0] + r, g.dims[0] - 1);
+    const int64_t y0 = std::max<int64_t>(c[1] - r, 0), y1 = std::min(c[1] + r, g.dims[1] - 1);
+    const int64_t z0 = std::max<int64_t>(c[2] - r, 0), z1 = std::min(c[2] + r, g.dims[2] - 1);
+    for (int64_t x = x0; x <= x1; ++x)
+      for (int64_t y = y0; y <= y1; ++y) {
+        if (std::abs(x - c[0]) == r || std::abs(y - c[1]) == r) {
+          for (int64_t z = z0; z <= z1; ++z) scan(x, y, z);
+        } else {
+          if (c[2] - r >= 0) scan(x, y, c[2] - r);
+          if (r > 0 && c[2] + r < g.dims[2]) scan(x, y, c[2] + r);
         }
       }
+    // Lower bound on the distance to any unvisited cell: the nearest face of the visited box
+    // that still has grid cells beyond it.
+    double bound = std::numeric_limits<double>::infinity();
+    for (int a = 0; a < 3; ++a) {
+      if (c[a] - r > 0) bound = std::min(bound, double(q[a]) - (g.lo[a] + double(c[a] - r) * g.h));
+      if (c[a] + r < g.dims[a] - 1) bound = std::min(bound, g.lo[a] + double(c[a] + r + 1) * g.h - double(q[a]));
     }
+    if (bound == std::numeric_limits<double>::infinity()) return;  // the whole grid is visited
+    bound = std::max(bound, 0.0);
+    // The margin covers rounding in the float distances and in the cell assignment.
+    if (double(best.d[best.k - 1]) < bound * bound * (1.0 - 1e-5)) return;
   }
 }
 
@@ -270,16 +336,15 @@ std::vector<at::Tensor> knn(const at::Tensor& query, const at::Tensor& ref, int6
   const int64_t P = query.size(0), M = ref.size(0);
   auto idx = at::empty({P, k}, query.options().dtype(at::kInt));
   auto dist2 = at::empty({P, k}, query.options());
-  const auto ref_t = ref.t().contiguous();  // [3, M]: unit-stride loads in the distance loop
   AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "knn_cpu", [&] {
+    const RefGrid<scalar_t> grid(ref.data_ptr<scalar_t>(), M);
     const scalar_t* q = query.data_ptr<scalar_t>();
-    const scalar_t* r = ref_t.data_ptr<scalar_t>();
     int32_t* oi = idx.data_ptr<int32_t>();
     scalar_t* od = dist2.data_ptr<scalar_t>();
-    at::parallel_for(0, P, 64, [&](int64_t begin, int64_t end) {
-      constexpr int64_t kQueryBlock = 64;
-      for (int64_t b = begin; b < end; b += kQueryBlock) {
-        knn_block<scalar_t>(q, r, r + M, r + 2 * M, M, k, b, std::min(end, b + kQueryBlock), oi, od);
+    at::parallel_for(0, P, 256, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        Best<scalar_t> best{od + p * k, oi + p * k, k};
+        knn_query(grid, q + 3 * p, best);
       }
     });
   });

@@ -1,7 +1,84 @@
-"""`recon4d fit` (issue 6)."""
+"""`recon4d fit --video PATH`: a video in, a 4D feature field out, in one command.
 
-from recon4d.commands._pending import not_built
+Runs preprocessing (frames + priors), then the staged optimisation, into
+``<out>/<name>/`` (layout in ../shared/DESIGN.md). Re-running resumes from what the
+folder holds; ``--stop-after`` ends after a stage. Presets live in configs/fit_*.toml;
+every FitConfig field can be overridden on the command line (``--config.steps.joint 3000``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+from recon4d.fit.trainer import FitConfig
+
+
+@dataclass
+class FitCommand:
+    video: Path
+    """Input: an mp4/mov/avi/webm, a folder of frames, a DAVIS sequence folder, or a `recon4d synth` scene."""
+    out: Path = Path("out")
+    """Parent folder of the scene folder."""
+    name: str | None = None
+    """Scene folder name (default: the input's name)."""
+    preset: str = "auto"
+    """configs/fit_<preset>.toml: cpu-preview, default, quality; auto = cpu-preview without a GPU."""
+    priors: Literal["auto", "gt"] = "auto"
+    """gt: exact priors from a `recon4d synth` scene's ground truth (isolates the optimiser)."""
+    teacher: tuple[str, ...] = ()
+    """Feature teachers to distil (cached in priors/teachers/; built in: patch)."""
+    stop_after: Literal["priors", "static", "scaffold", "joint", "features"] | None = None
+    resume: bool = False
+    """Continue from the checkpoint in <scene>/model (otherwise an existing model is refitted)."""
+    config: FitConfig = field(default_factory=FitConfig)
+
+
+def _preset_name(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == "--preset" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--preset="):
+            return arg.split("=", 1)[1]
+    return "auto"
 
 
 def main(argv: list[str]) -> int:
-    return not_built("fit", 6)
+    import torch
+
+    from recon4d.fit.data import MissingStageError
+    from recon4d.fit.pipeline import FitJob, run_fit
+    from recon4d.fit.presets import load_preset
+
+    preset = _preset_name(argv)
+    if preset == "auto":
+        preset = "default" if torch.cuda.is_available() else "cpu-preview"
+    try:
+        base = load_preset(preset)
+    except ValueError as exc:
+        print(f"recon4d fit: {exc}", file=sys.stderr)
+        return 2
+    defaults = FitCommand(video=Path("."), config=base)
+    cmd = tyro.cli(FitCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d fit")
+    if not cmd.video.exists():
+        print(f"recon4d fit: input {cmd.video} does not exist", file=sys.stderr)
+        return 2
+    name = cmd.name or (cmd.video.stem if cmd.video.is_file() else cmd.video.resolve().name)
+    job = FitJob(scene_dir=cmd.out / name, source=cmd.video, config=cmd.config, priors=cmd.priors,
+                 teachers=cmd.teacher, stop_after=cmd.stop_after, resume=cmd.resume)
+    if not cmd.resume and (job.scene_dir / "model" / "scene.json").exists() and cmd.stop_after is None:
+        job.resume = True  # the folder is a cache: re-running continues (use a new --name to refit)
+    try:
+        metrics = run_fit(job)
+    except MissingStageError as exc:
+        print(f"recon4d fit: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    print(f"scene: {job.scene_dir}  ({', '.join(f'{k}={v:.3g}' for k, v in metrics.items() if isinstance(v, float))})")
+    return 0

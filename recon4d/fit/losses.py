@@ -17,7 +17,7 @@ def l1_ssim(pred: Tensor, target: Tensor, ssim_weight: float = 0.1) -> Tensor:
     """L1 + w (1 - SSIM) on [H,W,C] maps (C any)."""
     l1 = (pred - target).abs().mean()
     p, t = pred.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None]
-    window = 11 if min(pred.shape[:2]) >= 11 else 3
+    window = 11 if min(pred.shape[:2]) >= 64 else 5 if min(pred.shape[:2]) >= 8 else 3
     ssim = kornia.metrics.ssim(p, t, window_size=window, max_val=1.0).mean()
     return l1 + ssim_weight * (1 - ssim)
 

@@ -252,7 +252,8 @@ class Trainer:
             return 0
         return n
 
-    def run(self) -> None:
+    def run(self, stop_after: str | None = None) -> None:
+        """Optimise until done, or until the stage ``stop_after`` has finished (resumable later)."""
         done_before = sum(self._stage_steps(s) for s in STAGES[:STAGES.index(self.stage)]) + self.step \
             if self.stage != "done" else self.total_steps()
         bar = tqdm(total=self.total_steps(), initial=done_before, unit="step", dynamic_ncols=True,
@@ -263,8 +264,11 @@ class Trainer:
                 while self.step < n:
                     self._one_step(n)
                     bar.update(1)
-                    bar.set_postfix_str(self._postfix())
+                    bar.set_postfix_str(self._postfix(), refresh=False)
+                finished = self.stage
                 self._next_stage()
+                if finished == stop_after:
+                    break
         except KeyboardInterrupt:
             self.save(note="interrupted")
             self.log(f"interrupted: checkpoint saved at stage {self.stage}, step {self.step}; "
@@ -301,7 +305,7 @@ class Trainer:
                 self._setup_stage()
         self.step += 1
         if self.step % 10 == 0 or self.step == n:
-            self.history.append({"stage": self.stage, "step": self.step, "loss": float(loss), **stats})
+            self.history.append({"stage": self.stage, "step": self.step, "loss": loss.item(), **stats})
         if self.step % self.cfg.checkpoint_every == 0:
             self.save()
 
@@ -325,7 +329,7 @@ class Trainer:
 
 
 def fit_scene(data: SceneData, cfg: FitConfig, model_dir: Path, resume: bool = False,
-              log: Callable[[str], None] = print) -> Trainer:
+              log: Callable[[str], None] = print, stop_after: str | None = None) -> Trainer:
     """Run (or resume) the optimisation; returns the trainer with the fitted scene."""
     trainer = Trainer(data, cfg, model_dir, log)
     if resume and (Path(model_dir) / "scene.json").exists():
@@ -334,6 +338,6 @@ def fit_scene(data: SceneData, cfg: FitConfig, model_dir: Path, resume: bool = F
     else:
         trainer.initialise()
     start = time.perf_counter()
-    trainer.run()
+    trainer.run(stop_after)
     log(f"fit finished in {time.perf_counter() - start:.1f}s with {trainer.n_gaussians()} Gaussians")
     return trainer

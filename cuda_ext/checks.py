@@ -4,7 +4,8 @@ Kernels index raw memory, so a bad node id is a segfault on CPU and an illegal
 address on CUDA; NaNs silently propagate into every Gaussian that touches a node.
 Every wrapper therefore checks shapes first (free) and then data (ids in range,
 finite values, ...) in one batched reduction with a single device-to-host copy,
-raising ``ValueError`` that names the offending argument.
+raising ``ValueError`` that names the offending argument. (On CPU, the skinning
+kernel runs its data checks in C++ in one pass instead: see ``cuda_ext.skin``.)
 """
 
 from __future__ import annotations

@@ -21,3 +21,13 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"real data not available at {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def fitted_left_scene(tmp_path_factory) -> tuple[Path, Path]:
+    """(synth folder, fitted scene folder) of a tiny scene with one object moving left."""
+    from tests.fitted import fitted_scene, synth_scene
+
+    root = tmp_path_factory.mktemp("fitted_left")
+    synth = synth_scene(root / "synth", "--motion", "left", "--seed", "1")
+    return synth, fitted_scene(synth, root / "fit")

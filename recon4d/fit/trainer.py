@@ -254,6 +254,8 @@ class Trainer:
 
     def run(self, stop_after: str | None = None) -> None:
         """Optimise until done, or until the stage ``stop_after`` has finished (resumable later)."""
+        if self.stage != "done" and self._stage_steps(self.stage) == 0:
+            self._next_stage()
         done_before = sum(self._stage_steps(s) for s in STAGES[:STAGES.index(self.stage)]) + self.step \
             if self.stage != "done" else self.total_steps()
         bar = tqdm(total=self.total_steps(), initial=done_before, unit="step", dynamic_ncols=True,
@@ -320,8 +322,11 @@ class Trainer:
         self._setup_stage()
 
     def _next_stage(self) -> None:
-        i = STAGES.index(self.stage)
-        self.stage = STAGES[i + 1] if i + 1 < len(STAGES) else "done"
+        """Advance to the next stage that has steps (skipped stages leave no trace)."""
+        i = STAGES.index(self.stage) + 1
+        while i < len(STAGES) and self._stage_steps(STAGES[i]) == 0:
+            i += 1
+        self.stage = STAGES[i] if i < len(STAGES) else "done"
         self.step = 0
         if self.stage != "done":
             self._setup_stage()

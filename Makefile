@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# The main job on the embedded default: a tiny synthetic scene, offline, on CPU.
+# The main job on the embedded default, offline on CPU: a tiny synthetic video with known
+# truth, fitted into a 4D feature field and scored against that truth.
 demo: setup
-	$(VENV)/bin/recon4d synth --preset tiny --out out/demo
-	$(VENV)/bin/recon4d bench render --quick
+	$(VENV)/bin/recon4d synth --preset tiny --out out/demo/synth --motion left
+	$(VENV)/bin/recon4d fit --video out/demo/synth/synth_s0 --out out/demo/fit --priors gt --teacher patch
+	$(VENV)/bin/recon4d eval --scene out/demo/fit/synth_s0
 
 test: setup
 	$(PY) -m pytest -q

@@ -1,0 +1,71 @@
+"""The one interface every VLM sits behind, so modalities and the evaluation never see model internals.
+
+A VLM is split where the feature field plugs in: ``extract_tokens`` runs only the
+vision encoder and returns per-frame token maps (what ``recon4d fit`` distils);
+``*_from_tokens`` takes such maps (the encoder's own, or ones decoded from the
+field) and runs everything after the encoder. ``*_from_frames`` is the ordinary
+pixel path. The ``logits_*`` twins return next-token logits of the prompt, which
+is how tests prove the two paths are the same computation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+
+from torch import Tensor
+
+
+@dataclass
+class VisionTokens:
+    """Vision-encoder output in a frame-major layout the feature field can produce.
+
+    grid: [T, h, w, C] token map per frame (per temporal slot of the encoder).
+    cls: [C] clip-level CLS token for encoders that have one (InternVideo2), else None.
+    """
+
+    grid: Tensor
+    cls: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Decoding settings, recorded next to every answer. Decoding is always greedy, so reruns agree."""
+
+    max_new_tokens_cot: int = 512
+    max_new_tokens_do: int = 16
+
+    def max_new_tokens(self, mode: str) -> int:
+        return self.max_new_tokens_cot if mode == "cot" else self.max_new_tokens_do
+
+    def as_dict(self) -> dict:
+        return {"decoding": "greedy", **asdict(self)}
+
+
+class VisionLanguageAdapter(ABC):
+    """Frames are float tensors [T, H, W, 3] in [0, 1] at any size; adapters resize them."""
+
+    #: file stem under priors/teachers/ and head name in the fitted scene (no dots: heads live in a ModuleDict).
+    teacher_name: str
+    #: frames per encoder call for teacher extraction (None: any count, frames are encoded independently).
+    clip_frames: int | None = None
+
+    @abstractmethod
+    def extract_tokens(self, frames: Tensor) -> VisionTokens:
+        """Vision-encoder tokens of ``frames`` as one clip."""
+
+    @abstractmethod
+    def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
+        """Logits [seq, vocab] of the prompt with the video given as pixels."""
+
+    @abstractmethod
+    def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
+        """Logits [seq, vocab] of the prompt with the vision encoder's output replaced by ``tokens``."""
+
+    @abstractmethod
+    def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
+        """Decoded answer text for the prompt after the video given as pixels."""
+
+    @abstractmethod
+    def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
+        """Decoded answer text with the vision encoder's output replaced by ``tokens``."""

@@ -16,6 +16,8 @@ from typing import Literal
 
 import tyro
 
+from recon4d.commands._args import option_value
+
 from recon4d.fit.trainer import FitConfig
 
 
@@ -39,15 +41,6 @@ class FitCommand:
     config: FitConfig = field(default_factory=FitConfig)
 
 
-def _preset_name(argv: list[str]) -> str:
-    for i, arg in enumerate(argv):
-        if arg == "--preset" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--preset="):
-            return arg.split("=", 1)[1]
-    return "auto"
-
-
 def main(argv: list[str]) -> int:
     import torch
 
@@ -55,7 +48,7 @@ def main(argv: list[str]) -> int:
     from recon4d.fit.pipeline import FitJob, run_fit
     from recon4d.fit.presets import load_preset
 
-    preset = _preset_name(argv)
+    preset = option_value(argv, "--preset", "auto")
     if preset == "auto":
         preset = "default" if torch.cuda.is_available() else "cpu-preview"
     try:

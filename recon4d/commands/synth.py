@@ -11,21 +11,13 @@ import time
 
 import tyro
 
+from recon4d.commands._args import option_value
+
 from recon4d.synth.config import PRESETS, SynthConfig, SynthError
 
 
-def _preset_name(argv: list[str]) -> str:
-    """The value of ``--preset`` in argv (default tiny), read before tyro so it can set defaults."""
-    for i, arg in enumerate(argv):
-        if arg == "--preset" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--preset="):
-            return arg.split("=", 1)[1]
-    return "tiny"
-
-
 def main(argv: list[str]) -> int:
-    name = _preset_name(argv)
+    name = option_value(argv, "--preset", "tiny")
     if name not in PRESETS:
         print(f"recon4d synth: unknown preset {name!r}; choose from: {', '.join(PRESETS)}", file=sys.stderr)
         return 2

@@ -12,7 +12,6 @@ import time
 import tyro
 
 from recon4d.commands._args import option_value
-
 from recon4d.synth.config import PRESETS, SynthConfig, SynthError
 
 

@@ -1,7 +1,22 @@
-"""`recon4d export` (issue 7)."""
+"""`recon4d export --scene DIR [--frames SPEC]`: 3DGS PLY splats and a nerfstudio transforms.json."""
 
-from recon4d.commands._pending import not_built
+from __future__ import annotations
+
+import sys
+
+import tyro
+
+from recon4d.export.job import ExportJob
 
 
 def main(argv: list[str]) -> int:
-    return not_built("export", 7)
+    from recon4d.export.job import run_export
+    from recon4d.fit.data import MissingStageError
+
+    job = tyro.cli(ExportJob, args=argv, prog="recon4d export")
+    try:
+        run_export(job)
+    except (MissingStageError, ValueError) as exc:
+        print(f"recon4d export: {exc}", file=sys.stderr)
+        return 2
+    return 0

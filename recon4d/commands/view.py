@@ -1,7 +1,39 @@
-"""`recon4d view` (issue 7)."""
+"""`recon4d view --scene DIR [--port N] [--host 127.0.0.1]`: browse a fitted scene in a web browser."""
 
-from recon4d.commands._pending import not_built
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tyro
+
+
+@dataclass
+class ViewCommand:
+    scene: Path
+    """A fitted scene folder (from `recon4d fit`)."""
+    port: int = 8080
+    host: str = "127.0.0.1"
+    """Interface to bind; 127.0.0.1 keeps the scene on this machine (0.0.0.0 shares it on the network)."""
 
 
 def main(argv: list[str]) -> int:
-    return not_built("view", 7)
+    from recon4d.fit.data import MissingStageError
+    from recon4d.render.fitted import load_fitted
+    from recon4d.viewer.app import serve
+
+    cmd = tyro.cli(ViewCommand, args=argv, prog="recon4d view")
+    try:
+        fitted = load_fitted(cmd.scene)
+    except MissingStageError as exc:
+        print(f"recon4d view: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(fitted, cmd.host, cmd.port, log=lambda msg: print(msg, flush=True))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:  # port in use, host not local
+        print(f"recon4d view: cannot serve on {cmd.host}:{cmd.port}: {exc}", file=sys.stderr)
+        return 2
+    return 0

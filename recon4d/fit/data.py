@@ -32,6 +32,7 @@ class SceneData:
     track_visible: Tensor  # [T,P] bool
     track_dynamic: Tensor  # [P] bool
     teachers: dict[str, Tensor] = field(default_factory=dict)  # name -> [T,h,w,C]
+    world_up: Tensor | None = None  # [3] gravity-up in world coordinates, when the priors know it
 
     @property
     def frames(self) -> int:
@@ -85,4 +86,5 @@ def load_scene_data(scene: Path) -> SceneData:
         track_visible=torch.from_numpy(tracks["visible"]).bool(),
         track_dynamic=torch.from_numpy(tracks["dynamic"]).bool(),
         teachers=teachers,
+        world_up=torch.tensor(camera["world_up"], dtype=torch.float32) if "world_up" in camera else None,
     )

@@ -93,7 +93,8 @@ def write_gt_priors(synth_dir: Path, scene_dir: Path, track_stride: int = 4) -> 
                                         "indices": list(range(T))})
     priors = scene_dir / "priors"
     write_json(priors / "camera.json", {"K": K.tolist(), "viewmats": viewmats.tolist(), "width": W,
-                                        "height": H, "motion_type": "ground-truth", "provider": "gt"})
+                                        "height": H, "motion_type": "ground-truth", "provider": "gt",
+                                        "world_up": [0.0, 0.0, 1.0]})  # synth worlds are z-up
     for name, arrays in {
         "depth": {"depth": depth.astype(np.float32)},
         "masks": {"dynamic": ids > 0},

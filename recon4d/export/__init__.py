@@ -1,0 +1,1 @@
+"""Standard files other tools read: 3DGS PLY splats and nerfstudio ``transforms.json``."""

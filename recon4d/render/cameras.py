@@ -1,0 +1,173 @@
+"""Camera paths for rendering a fitted scene: input, global, orbit, birdseye, fixed.
+
+All paths are built from the scene's own cameras and geometry, so they work on any
+fitted folder. The "global view" follows ../shared/DESIGN.md exactly: render frame
+T//2, read the expected depth d at its centre pixel, put one camera ``back``·d behind
+and ``up``·d above that frame's camera, looking at the point at depth d on its
+optical axis, horizontal FoV 70°, used for every timestep.
+
+"Above" needs an up direction. Synthetic scenes know gravity (their priors record
+``world_up``); a solved monocular camera does not, and there "above" means the
+middle frame camera's own up (-y in OpenCV), which is what a viewer of the video
+would call up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from recon4d.fit.data import SceneData
+from recon4d.render.rasterize import rasterize
+from recon4d.scene import DynamicScene
+
+PATHS = ("input", "global", "orbit", "birdseye", "fixed")
+
+
+@dataclass
+class CameraPath:
+    """One camera per rendered frame; ``times`` are the scene frames shown (time keeps moving)."""
+
+    viewmats: Tensor  # [N,4,4] world-to-camera, OpenCV
+    Ks: Tensor  # [N,3,3]
+    times: list[int]
+    width: int
+    height: int
+
+    def resized(self, width: int, height: int) -> "CameraPath":
+        """The same cameras at another resolution (intrinsics scaled per axis)."""
+        Ks = self.Ks.clone()
+        Ks[:, 0] *= width / self.width
+        Ks[:, 1] *= height / self.height
+        return CameraPath(self.viewmats, Ks, self.times, width, height)
+
+
+def look_at(eye: Tensor, target: Tensor, up: Tensor) -> Tensor:
+    """World-to-camera 4x4 (OpenCV) at ``eye`` looking at ``target``; ``up`` points to the image top."""
+    forward = F.normalize(target - eye, dim=0)
+    right = torch.linalg.cross(forward, up)
+    if right.norm() < 1e-8:
+        raise ValueError("camera looks along its up direction; look_at is undefined")
+    right = F.normalize(right, dim=0)
+    down = torch.linalg.cross(forward, right)
+    view = torch.eye(4)
+    view[:3, :3] = torch.stack([right, down, forward])
+    view[:3, 3] = -view[:3, :3] @ eye
+    return view
+
+
+def intrinsics(fov_deg: float, width: int, height: int) -> Tensor:
+    """Pinhole K: square pixels, principal point at the image centre, horizontal FoV in degrees."""
+    f = 0.5 * width / math.tan(math.radians(fov_deg) / 2)
+    return torch.tensor([[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]])
+
+
+def camera_centre(viewmat: Tensor) -> Tensor:
+    return -viewmat[:3, :3].T @ viewmat[:3, 3]
+
+
+def up_direction(data: SceneData, viewmat: Tensor) -> Tensor:
+    """Gravity-up when the priors know it, else this camera's own up (-y axis in world)."""
+    if data.world_up is not None:
+        return F.normalize(data.world_up.float(), dim=0)
+    return -viewmat[1, :3]
+
+
+@torch.no_grad()
+def centre_depth(scene: DynamicScene, data: SceneData, frame: int) -> float:
+    """Expected depth at the centre pixel of frame ``frame`` rendered from its own camera.
+
+    Where the centre pixel is empty (alpha < 0.5) the median rendered depth is used instead,
+    so a sky pixel cannot put the camera at infinity.
+    """
+    out = rasterize(*scene.at(frame).as_args(), data.viewmats[frame:frame + 1], data.K[None],
+                    data.width, data.height)
+    depth, alpha = out.depth[0, ..., 0], out.alpha[0, ..., 0]
+    H, W = data.height, data.width
+    if alpha[H // 2, W // 2] >= 0.5:
+        return float(depth[H // 2, W // 2])
+    covered = depth[alpha >= 0.5]
+    if covered.numel() == 0:
+        raise ValueError(f"frame {frame} renders empty; no depth to place the global camera")
+    return float(covered.median())
+
+
+def global_camera(scene: DynamicScene, data: SceneData, fov_deg: float = 70.0, back: float = 0.5,
+                  up: float = 0.2, frame: int | None = None, depth: float | None = None,
+                  up_vector: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """DESIGN.md's global view -> (viewmat [4,4], K [3,3]) at the scene's working resolution.
+
+    ``frame`` defaults to T//2; ``depth`` (d) defaults to the rendered centre depth of that
+    frame; ``up_vector`` defaults to :func:`up_direction`.
+    """
+    frame = data.frames // 2 if frame is None else frame
+    view = data.viewmats[frame]
+    d = centre_depth(scene, data, frame) if depth is None else float(depth)
+    up_dir = F.normalize(up_vector.float(), dim=0) if up_vector is not None else up_direction(data, view)
+    eye, forward = camera_centre(view), view[2, :3]
+    target = eye + d * forward
+    new_eye = eye - back * d * forward + up * d * up_dir
+    return look_at(new_eye, target, up_dir), intrinsics(fov_deg, data.width, data.height)
+
+
+@dataclass
+class PathOptions:
+    """Parameters of the camera paths (all overridable from the CLI)."""
+
+    fov_deg: float = 70.0
+    """Horizontal FoV of the global, orbit and birdseye cameras."""
+    back: float = 0.5
+    """Global view: distance behind the middle frame's camera, in units of its centre depth d."""
+    up: float = 0.2
+    """Global view: height above the middle frame's camera, in units of d."""
+    frame: int | None = None
+    """Reference frame of global/orbit/birdseye, and the frozen camera of `fixed` (default T//2)."""
+    orbit_deg: float = 90.0
+    """Orbit: total azimuth swept around the look-at point (centred on the middle frame's camera)."""
+    birdseye_height: float = 1.5
+    """Birdseye: height above the look-at point, in units of d."""
+
+
+def camera_path(kind: str, scene: DynamicScene, data: SceneData, times: list[int],
+                opts: PathOptions | None = None) -> CameraPath:
+    """Cameras of path ``kind`` for the scene frames ``times`` (at the scene's working resolution)."""
+    opts = opts or PathOptions()
+    n, W, H = len(times), data.width, data.height
+    ref = data.frames // 2 if opts.frame is None else opts.frame
+    if not 0 <= ref < data.frames:
+        raise ValueError(f"--frame {ref} is outside the scene's 0..{data.frames - 1}")
+    if kind == "input":
+        return CameraPath(data.viewmats[times], data.K.expand(n, 3, 3).clone(), times, W, H)
+    if kind == "fixed":
+        return CameraPath(data.viewmats[ref].expand(n, 4, 4).clone(), data.K.expand(n, 3, 3).clone(), times, W, H)
+    if kind == "global":
+        view, K = global_camera(scene, data, opts.fov_deg, opts.back, opts.up, ref)
+        return CameraPath(view.expand(n, 4, 4).clone(), K.expand(n, 3, 3).clone(), times, W, H)
+    if kind not in ("orbit", "birdseye"):
+        raise ValueError(f"unknown camera path {kind!r}; choose one of {', '.join(PATHS)}")
+    view = data.viewmats[ref]
+    d = centre_depth(scene, data, ref)
+    up_dir = up_direction(data, view)
+    eye, forward = camera_centre(view), view[2, :3]
+    target = eye + d * forward
+    K = intrinsics(opts.fov_deg, W, H)
+    if kind == "birdseye":
+        # Straight down onto the look-at point; the image top points where the video camera looked.
+        heading = F.normalize(forward - (forward @ up_dir) * up_dir, dim=0)
+        top = look_at(target + opts.birdseye_height * d * up_dir, target, heading)
+        return CameraPath(top.expand(n, 4, 4).clone(), K.expand(n, 3, 3).clone(), times, W, H)
+    views = []
+    for i in range(n):
+        a = math.radians(opts.orbit_deg) * ((i / (n - 1) if n > 1 else 0.5) - 0.5)
+        views.append(look_at(target + _rotate(eye - target, up_dir, a), target, up_dir))
+    return CameraPath(torch.stack(views), K.expand(n, 3, 3).clone(), times, W, H)
+
+
+def _rotate(v: Tensor, axis: Tensor, angle: float) -> Tensor:
+    """Rodrigues rotation of vector ``v`` about unit ``axis``."""
+    c, s = math.cos(angle), math.sin(angle)
+    return v * c + torch.linalg.cross(axis, v) * s + axis * (axis @ v) * (1 - c)

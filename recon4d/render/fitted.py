@@ -1,0 +1,62 @@
+"""Open a fitted scene folder for the commands that read one (render, export, view).
+
+Why one place: each of them must refuse a folder from an unfinished fit with the same
+clear message (which stage is missing, the command that makes it), instead of
+rendering a half-optimised model or failing deep inside torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from recon4d.fit.data import MissingStageError, SceneData, load_scene_data
+from recon4d.fit.trainer import STAGES
+from recon4d.scene import DynamicScene
+from recon4d.scene.state import load_scene
+
+
+@dataclass
+class FittedScene:
+    folder: Path
+    scene: DynamicScene
+    heads: nn.ModuleDict
+    meta: dict[str, Any]
+    data: SceneData
+
+    @property
+    def fps(self) -> float:
+        info = self.folder / "frames" / "frames.json"
+        return float(json.loads(info.read_text()).get("fps", 12)) if info.exists() else 12.0
+
+
+def _fit_command(folder: Path) -> str:
+    info = folder / "frames" / "frames.json"
+    source = json.loads(info.read_text()).get("source", "<input>") if info.exists() else "<input>"
+    return f"recon4d fit --video {source} --out {folder.parent} --name {folder.name}"
+
+
+def load_fitted(folder: Path) -> FittedScene:
+    """Scene, decoder heads and priors of a completed fit; MissingStageError says what to run otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MissingStageError(f"{folder} is not a scene folder; make one with "
+                                f"`recon4d fit --video <input> --out {folder.parent} --name {folder.name}`")
+    data = load_scene_data(folder)  # names the missing frames/priors stage itself
+    model = folder / "model" / "scene.json"
+    if not model.exists():
+        raise MissingStageError(f"{model} is missing: the optimisation (stages {', '.join(STAGES)}) has not "
+                                f"run; run `{_fit_command(folder)}`")
+    stage = json.loads(model.read_text()).get("stage")
+    if stage != "done":
+        raise MissingStageError(f"{folder} holds an unfinished fit: stage {stage!r} and the ones after it "
+                                f"({', '.join(STAGES[STAGES.index(stage):]) if stage in STAGES else '?'}) "
+                                f"are missing; finish it with `{_fit_command(folder)} --resume`")
+    scene, heads, meta = load_scene(folder / "model")
+    scene.requires_grad_(False)
+    heads.requires_grad_(False)
+    return FittedScene(folder, scene, heads, meta, data)

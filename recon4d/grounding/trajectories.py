@@ -1,0 +1,248 @@
+"""Per-object 3D trajectories of a fitted scene and the motion measures answers are made of.
+
+Why rigid tracks: an object's Gaussians are fitted to its visible side only, so
+their centroid is off the object's true centre; when the object spins in place,
+the centroid circles and would read as motion. Each object gets one rigid
+transform per frame (Kabsch on its Gaussians, reference frame -> frame t), and
+its tracked centre is the body point that travels least, kept inside the object
+(the spin axis for a spinning object, the object itself for one going round a
+bend). Rotation increments of those transforms give turning and spin.
+
+Frames of reference: the world of the fit; the first camera (x right, y down,
+z forward); per-frame camera axes (what "from the camera perspective" means when
+the camera moves); the global camera of DESIGN.md when
+``recon4d.render.cameras.global_camera`` exists; and each object's own heading
+frame (forward = its direction of travel carried along by its rotation, left,
+up). "Up" is the normal of the dominant plane of static Gaussians (the ground)
+when one exists and faces the camera, else the first camera's -y axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recon4d.grounding.objects import ObjectInstance
+
+MOVING = 0.5  # an object moves when its centre travels more than this many object sizes
+NOT_ROTATING_DEG = 12.0  # below: not rotating / going straight
+ROTATING_DEG = 20.0  # above: rotating / turning; in between the geometry cannot tell
+PLANE_INLIERS = 0.3  # share of static Gaussians on a plane for it to count as the ground
+
+
+@dataclass
+class Motion:
+    """Motion measures of one object over the clip (distances in fit units, angles in degrees)."""
+
+    size: float  # RMS radius of the object's Gaussians: the unit of "moving"
+    path: float  # length of the centre's path
+    net: np.ndarray  # [3] end minus start, in the first camera's axes
+    lateral: float  # to the camera's right, summed in per-frame camera axes
+    depth: float  # along the viewing axis (+ = away), summed in per-frame camera axes
+    rise: float  # along up (+ = upwards)
+    radial: float  # change of distance to the camera due to the object's own motion
+    forward: float  # along the object's own heading
+    yaw_deg: float  # rotation about up, + = counter-clockwise seen from above (a left turn)
+    seen_rotation_deg: float  # rotation about the line of sight, + = counter-clockwise as seen
+    speeds: np.ndarray  # [T-1] centre speed per frame
+
+    @property
+    def moving(self) -> bool:
+        return self.path > MOVING * self.size
+
+
+@dataclass
+class ObjectTrack:
+    """The rigid trajectory of one object and its measures."""
+
+    obj: ObjectInstance
+    rots: np.ndarray  # [T, 3, 3] reference frame -> frame t
+    trans: np.ndarray  # [T, 3]
+    centres: np.ndarray  # [T, 3] world
+    heading: np.ndarray  # [T, 3] unit horizontal forward (zero when it never moves)
+    motion: Motion
+
+    def centres_in(self, viewmat: np.ndarray) -> np.ndarray:
+        """Centres ``[T, 3]`` in the axes of one camera (world-to-camera ``viewmat``)."""
+        return self.centres @ viewmat[:3, :3].T + viewmat[:3, 3]
+
+    def in_heading_frame(self, points: np.ndarray, up: np.ndarray) -> np.ndarray:
+        """Points ``[T, 3]`` (world, one per frame) as (forward, left, up) from this object at each frame."""
+        rel = points - self.centres
+        left = np.cross(up, self.heading)
+        return np.stack([(rel * self.heading).sum(1), (rel * left).sum(1), rel @ up], 1)
+
+
+def rotation_vector(rot: np.ndarray) -> np.ndarray:
+    """Axis times angle (radians) of a rotation matrix."""
+    angle = math.acos(float(np.clip((np.trace(rot) - 1) / 2, -1.0, 1.0)))
+    axis = np.array([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0], rot[1, 0] - rot[0, 1]])
+    norm = np.linalg.norm(axis)
+    if norm < 1e-9:
+        if angle < 1e-6:
+            return np.zeros(3)
+        # 180 degrees: the axis is the eigenvector of eigenvalue 1
+        w, v = np.linalg.eigh((rot + rot.T) / 2)
+        return v[:, np.argmax(w)] * angle
+    return axis / norm * angle
+
+
+def kabsch(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted rigid fit: R, t minimising sum w |R src + t - dst|^2."""
+    w = w / w.sum()
+    mu_s, mu_d = w @ src, w @ dst
+    u, _, vt = np.linalg.svd(((dst - mu_d) * w[:, None]).T @ (src - mu_s))
+    fix = np.diag([1.0, 1.0, float(np.sign(np.linalg.det(u @ vt)))])
+    rot = u @ fix @ vt
+    return rot, mu_d - rot @ mu_s
+
+
+def estimate_up(static_means: np.ndarray, viewmat0: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
+    """Unit up vector of the world and where it came from ("ground plane" or "first camera")."""
+    cam_up = -viewmat0[1, :3]
+    cam_up = cam_up / np.linalg.norm(cam_up)
+    if len(static_means) < 50:
+        return cam_up, "first camera"
+    rng = np.random.default_rng(seed)
+    pts = static_means[rng.permutation(len(static_means))[:5000]]
+    extent = np.linalg.norm(np.percentile(pts, 95, 0) - np.percentile(pts, 5, 0))
+    best, best_n = None, 0
+    for _ in range(200):
+        a, b, c = pts[rng.choice(len(pts), 3, replace=False)]
+        n = np.cross(b - a, c - a)
+        if np.linalg.norm(n) < 1e-12:
+            continue
+        n /= np.linalg.norm(n)
+        inliers = int((np.abs((pts - a) @ n) < 0.01 * extent).sum())
+        if inliers > best_n:
+            best, best_n = n, inliers
+    if best is None or best_n < PLANE_INLIERS * len(pts):
+        return cam_up, "first camera"
+    best = best if best @ cam_up > 0 else -best
+    if best @ cam_up < math.cos(math.radians(45.0)):
+        return cam_up, "first camera"
+    return best, "ground plane"
+
+
+def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray, ref: int,
+                 viewmats: np.ndarray, up: np.ndarray) -> ObjectTrack:
+    """Rigid trajectory and motion measures of ``obj`` from the dynamic Gaussian means ``[T, N, 3]``."""
+    pts = tracks[:, obj.gaussians]
+    w = np.maximum(opacities[obj.gaussians], 1e-3)
+    T = len(pts)
+    fits = [kabsch(pts[ref], pts[t], w) for t in range(T)]
+    rots, trans = np.stack([f[0] for f in fits]), np.stack([f[1] for f in fits])
+    centroid = w @ pts[ref] / w.sum()
+    size = float(np.sqrt(w @ ((pts[ref] - centroid) ** 2).sum(1) / w.sum()))
+    centres = _least_travelling_centres(rots, trans, centroid, size)
+    steps = np.diff(centres, axis=0)
+    speeds = np.linalg.norm(steps, axis=1)
+    path = float(speeds.sum())
+    heading = _headings(rots, centres, up, path, ref)
+
+    eyes = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
+    in_cam = np.einsum("tij,tj->ti", viewmats[:-1, :3, :3], steps).sum(0)
+    to_obj = centres[:-1] - eyes[:-1]
+    to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)
+    spins = np.stack([rotation_vector(rots[t + 1] @ rots[t].T) for t in range(T - 1)])
+    motion = Motion(
+        size=size,
+        path=path,
+        net=viewmats[0, :3, :3] @ (centres[-1] - centres[0]),
+        lateral=float(in_cam[0]),
+        depth=float(in_cam[2]),
+        rise=float(steps.sum(0) @ up),
+        radial=float((steps * to_obj).sum()),
+        forward=float((steps * heading[:-1]).sum()),
+        yaw_deg=math.degrees(float((spins @ up).sum())),
+        seen_rotation_deg=math.degrees(float((spins * -to_obj).sum())),
+        speeds=speeds,
+    )
+    return ObjectTrack(obj, rots, trans, centres, heading, motion)
+
+
+def _least_travelling_centres(rots: np.ndarray, trans: np.ndarray, centroid: np.ndarray, size: float) -> np.ndarray:
+    """Centres ``[T, 3]`` of the body point (within ``size`` of the centroid) whose squared steps sum least."""
+    A = np.concatenate(list(np.diff(rots, axis=0)))  # [(T-1)*3, 3]
+    b = np.concatenate(list(np.diff(np.einsum("tij,j->ti", rots, centroid) + trans, axis=0)))
+    delta = np.linalg.lstsq(A, -b, rcond=1e-3)[0] if len(A) else np.zeros(3)
+    if np.linalg.norm(delta) > size:
+        delta *= size / np.linalg.norm(delta)
+    return np.einsum("tij,j->ti", rots, centroid + delta) + trans
+
+
+def _headings(rots: np.ndarray, centres: np.ndarray, up: np.ndarray, path: float, ref: int) -> np.ndarray:
+    """Unit horizontal heading per frame: the first quarter's travel direction, carried by the rotation.
+
+    A rigid object's front is not visible in the geometry, so the heading frame
+    takes the direction it sets off in as its front; "forwards" thus means
+    "keeps going the way it started", and a turn carries the front round with it.
+    """
+    T = len(centres)
+    progress = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(centres, axis=0), axis=1))])
+    k = int(np.searchsorted(progress, 0.25 * path)) if path > 0 else 0
+    start = centres[min(max(k, 1), T - 1)] - centres[0]
+    start -= (start @ up) * up
+    if np.linalg.norm(start) < 1e-9:
+        return np.zeros((T, 3))
+    front = rots[0].T @ (start / np.linalg.norm(start))  # in the reference frame's body axes
+    heads = np.einsum("tij,j->ti", rots, front)
+    heads -= (heads @ up)[:, None] * up
+    return heads / np.maximum(np.linalg.norm(heads, axis=1, keepdims=True), 1e-9)
+
+
+def heading_offset_deg(leader: ObjectTrack, follower: ObjectTrack, up: np.ndarray) -> float:
+    """Signed angle (degrees, + = to the left) from the leader's net travel to the follower's."""
+    a = leader.centres[-1] - leader.centres[0]
+    b = follower.centres[-1] - follower.centres[0]
+    a, b = a - (a @ up) * up, b - (b @ up) * up
+    return math.degrees(math.atan2(float(np.cross(a, b) @ up), float(a @ b)))
+
+
+def global_frame(scene, data) -> tuple[np.ndarray | None, str]:
+    """The DESIGN.md global camera's viewmat, or None and why not."""
+    try:
+        from recon4d.render.cameras import global_camera
+    except ImportError:
+        return None, "recon4d.render.cameras.global_camera is not built yet"
+    viewmat, _ = global_camera(scene, data)
+    return np.asarray(viewmat, dtype=np.float64), "global camera"
+
+
+@dataclass
+class SceneTracks:
+    """Everything the describer and the answerer read: objects, their tracks and the frames of reference."""
+
+    tracks: list[ObjectTrack]
+    up: np.ndarray
+    up_source: str
+    viewmats: np.ndarray  # [T, 4, 4] input cameras (world-to-camera)
+    global_viewmat: np.ndarray | None
+    global_note: str
+    instances_from: str
+
+
+def load_tracks(scene_dir, masks=None) -> SceneTracks:
+    """Fit-side trajectories of every object in the fitted scene at ``scene_dir`` (no ground truth read)."""
+    import torch
+
+    from recon4d.fit.data import load_scene_data
+    from recon4d.grounding.objects import find_objects
+    from recon4d.scene.state import load_scene
+
+    scene, _, _ = load_scene(Path(scene_dir) / "model")
+    data = load_scene_data(Path(scene_dir))
+    ref = int(getattr(scene, "reference_frame", 0))
+    with torch.no_grad():
+        dyn = np.stack([scene.at(t, include_static=False).means.numpy() for t in range(scene.frames)]).astype(np.float64)
+        static = scene.static.means.numpy().astype(np.float64)
+        opacities = scene.dynamic.opacities.numpy().reshape(-1).astype(np.float64)
+    viewmats = data.viewmats.numpy().astype(np.float64)
+    up, up_source = estimate_up(static, viewmats[0])
+    objects, how = find_objects(scene, data, Path(scene_dir), dyn, masks)
+    tracks = [track_object(o, dyn, opacities, ref, viewmats, up) for o in objects]
+    global_viewmat, note = global_frame(scene, data)
+    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how)

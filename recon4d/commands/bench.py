@@ -12,6 +12,7 @@ import sys
 BENCHMARKS = {
     "render": "forward+backward of the CPU rasterizer kernel vs its PyTorch twin",
     "skin": "forward+backward of the fused skinning kernel (DQB/LBS) vs its PyTorch twin",
+    "fit": "wall time, peak memory and per-stage seconds of whole fits (synthetic tiny, DAVIS blackswan)",
 }
 
 

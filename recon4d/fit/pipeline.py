@@ -87,6 +87,7 @@ def run_fit(job: FitJob) -> dict:
     log = _log_to(job.scene_dir)
     started = time.perf_counter()
     ensure_priors(job, log)
+    priors_seconds = time.perf_counter() - started
     if job.stop_after == "priors":
         return {"stage": "priors"}
     ensure_teachers(job, log)
@@ -105,6 +106,7 @@ def run_fit(job: FitJob) -> dict:
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     metrics.update({"psnr_train": sum(scores) / len(scores), "psnr_train_min": min(scores),
                     "stage": trainer.stage, "n_gaussians": trainer.n_gaussians(),
+                    "stage_seconds": {"priors": priors_seconds, **trainer.stage_seconds},
                     "fit_seconds": time.perf_counter() - started})
     write_json(metrics_path, metrics)
     log(f"training-view PSNR {metrics['psnr_train']:.2f} dB (min {min(scores):.2f}); "

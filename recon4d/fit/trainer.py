@@ -115,6 +115,7 @@ class Trainer:
         self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0
         self.stage, self.step, self.lr = STAGES[0], 0, cfg.lr_scale
         self.history: list[dict] = []
+        self.stage_seconds: dict[str, float] = {}
         self.rng = random.Random(cfg.seed)
         torch.manual_seed(cfg.seed)
 
@@ -137,7 +138,8 @@ class Trainer:
     # ---- checkpoints --------------------------------------------------------------------
     def save(self, note: str = "") -> None:
         meta = {"stage": self.stage, "step": self.step, "lr_scale": self.lr, "config": asdict(self.cfg),
-                "extent": self.extent, "history": self.history[-50:], "versions": {"torch": torch.__version__},
+                "extent": self.extent, "history": self.history[-50:], "stage_seconds": self.stage_seconds,
+                "versions": {"torch": torch.__version__},
                 "complete": self.stage == "done", "note": note}
         save_scene(self.model_dir, self.scene, self.heads, meta)
         with atomic_path(self.model_dir / "optimizer.pt") as tmp:
@@ -148,6 +150,7 @@ class Trainer:
         self.scene, self.heads, meta = load_scene(self.model_dir)
         self.stage, self.step, self.lr = meta["stage"], meta["step"], meta["lr_scale"]
         self.history = meta.get("history", [])
+        self.stage_seconds = meta.get("stage_seconds", {})
         if self.stage == "done":
             return
         self._setup_stage()
@@ -288,6 +291,11 @@ class Trainer:
         return len(self.scene.static) + len(self.scene.dynamic)
 
     def _one_step(self, n: int) -> None:
+        started = time.perf_counter()
+        self._step(n)
+        self.stage_seconds[self.stage] = self.stage_seconds.get(self.stage, 0.0) + time.perf_counter() - started
+
+    def _step(self, n: int) -> None:
         t = self.rng.randrange(self.data.frames)
         self.optimizer.zero_grad(set_to_none=True)
         try:

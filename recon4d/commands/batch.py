@@ -1,7 +1,75 @@
-"""`recon4d batch` (issue 9)."""
+"""`recon4d batch --inputs PATH --out DIR`: fit many videos as Ray tasks, resumably.
 
-from recon4d.commands._pending import not_built
+Without ``--ray-address`` a local Ray instance is started on this machine; with
+``--ray-address auto`` (or HOST:PORT) the scenes go to an existing cluster (README,
+"Scaling"). ``batch.json`` in ``--out`` records every scene; re-running skips complete
+scenes. The fit schedule is the same as ``recon4d fit``'s: ``--preset`` plus any
+``--config.*`` override.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+from recon4d.commands._args import option_value
+from recon4d.fit.trainer import FitConfig
+
+
+@dataclass
+class BatchCommand:
+    inputs: Path
+    """A folder of videos / DAVIS sequences / synth scenes, a DAVIS root, or a .txt/.csv list."""
+    out: Path = Path("out")
+    """Parent folder of the scene folders and batch.json (on a shared file system for a cluster)."""
+    ray_address: str | None = None
+    """Existing cluster: 'auto' (this node belongs to it) or HOST:PORT. Default: a local instance."""
+    num_cpus: int | None = None
+    """CPUs of the local instance (default: all); ignored with --ray-address."""
+    gpus_per_scene: float | None = None
+    """GPUs per scene task (default: 1 when the cluster has GPUs, else 0)."""
+    cpus_per_scene: float = 1.0
+    retries: int = 2
+    """Ray task retries of a failing scene before it is marked failed."""
+    preset: str = "auto"
+    """configs/fit_<preset>.toml: test, cpu-preview, default, quality; auto = cpu-preview without a GPU."""
+    priors: Literal["auto", "gt"] = "auto"
+    """gt: exact priors from `recon4d synth` scenes' ground truth."""
+    teacher: tuple[str, ...] = ()
+    """Feature teachers to distil in every scene (built in: patch)."""
+    config: FitConfig = field(default_factory=FitConfig)
 
 
 def main(argv: list[str]) -> int:
-    return not_built("batch", 9)
+    import torch
+
+    from recon4d.batch.inputs import InputError, discover
+    from recon4d.batch.runner import BatchOptions, run_batch
+    from recon4d.fit.presets import load_preset
+
+    preset = option_value(argv, "--preset", "auto")
+    if preset == "auto":
+        preset = "default" if torch.cuda.is_available() else "cpu-preview"
+    try:
+        base = load_preset(preset)
+    except ValueError as exc:
+        print(f"recon4d batch: {exc}", file=sys.stderr)
+        return 2
+    defaults = BatchCommand(inputs=Path("."), config=base)
+    cmd = tyro.cli(BatchCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d batch")
+    try:
+        specs = discover(cmd.inputs)
+    except InputError as exc:
+        print(f"recon4d batch: {exc}", file=sys.stderr)
+        return 2
+    opts = BatchOptions(out=cmd.out, config=cmd.config, priors=cmd.priors, teachers=cmd.teacher,
+                        retries=cmd.retries, gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
+                        ray_address=cmd.ray_address, num_cpus=cmd.num_cpus)
+    manifest = run_batch(specs, opts)
+    failed = [name for name in (s.name for s in specs) if manifest.scenes[name].status != "done"]
+    return 1 if failed else 0

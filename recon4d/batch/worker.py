@@ -1,0 +1,118 @@
+"""The work of one scene inside a Ray task: lock the scene folder, fit, report.
+
+Why a lock on top of "one task per scene name": the driver guarantees one task per
+scene within a batch, but two batches (or a batch and a hand-run ``recon4d fit``) can
+point at the same ``--out``. ``flock`` on ``<scene>/.batch.lock`` is released by the
+kernel when the holder dies, so a killed worker never leaves a stale lock, and it
+works across nodes on NFS. The lock file's content says who holds it and counts the
+attempts of the current batch run (Ray's retries call this function again).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCK = ".batch.lock"
+
+
+class SceneBusyError(RuntimeError):
+    """Another live process holds the scene folder."""
+
+
+class SceneFailedError(RuntimeError):
+    """A scene's fit raised; carries what the manifest needs (args keep it picklable for Ray)."""
+
+    def __init__(self, message: str, log: str, attempt: int, seconds: float):
+        super().__init__(message, log, attempt, seconds)
+        self.message, self.log, self.attempt, self.seconds = message, log, attempt, seconds
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class FitTask:
+    """Everything a worker needs to fit one scene (plain data: it is pickled to the worker)."""
+
+    scene_dir: Path
+    source: Path
+    config: object  # recon4d.fit.trainer.FitConfig; untyped here so the driver need not import torch
+    priors: str = "auto"
+    teachers: tuple[str, ...] = ()
+    run_id: str = ""
+
+
+def read_lock(scene_dir: Path) -> dict:
+    """The lock file's last content (who ran, which attempt); {} when absent or mid-write."""
+    try:
+        return json.loads((Path(scene_dir) / LOCK).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+class SceneLock:
+    """Exclusive hold on a scene folder for one attempt; counts attempts per batch run."""
+
+    def __init__(self, scene_dir: Path, run_id: str):
+        self.path = Path(scene_dir) / LOCK
+        self.run_id = run_id
+        self.attempt = 0
+
+    def __enter__(self) -> SceneLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            holder = read_lock(self.path.parent)
+            raise SceneBusyError(f"{self.path.parent} is being written by host {holder.get('host')} "
+                                 f"pid {holder.get('pid')} (lock {self.path})") from None
+        before = read_lock(self.path.parent)
+        self.attempt = before.get("attempt", 0) + 1 if before.get("run") == self.run_id else 1
+        self._write({"state": "running", "started": time.time()})
+        return self
+
+    def _write(self, extra: dict) -> None:
+        body = json.dumps({"run": self.run_id, "attempt": self.attempt, "host": socket.gethostname(),
+                           "pid": os.getpid(), **extra}).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, body, 0)
+
+    def __exit__(self, *exc) -> None:
+        self._write({"state": "idle", "ended": time.time()})
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _append_log(scene_dir: Path, text: str) -> None:
+    with open(scene_dir / "log.txt", "a") as f:
+        f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+
+
+def fit_scene_task(task: FitTask) -> dict:
+    """Fit one scene (resuming from its folder); return what the manifest records, or raise SceneFailedError."""
+    from recon4d.fit.pipeline import FitJob, run_fit
+
+    scene_dir = Path(task.scene_dir)
+    started = time.perf_counter()
+    with SceneLock(scene_dir, task.run_id) as lock:
+        _append_log(scene_dir, f"batch: run {task.run_id} attempt {lock.attempt} on {socket.gethostname()} "
+                               f"pid {os.getpid()}")
+        job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task.config, priors=task.priors,
+                     teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists())
+        try:
+            metrics = run_fit(job)
+        except Exception as exc:  # noqa: BLE001 - any failure of a scene is reported, never lost
+            _append_log(scene_dir, "batch: failed\n" + traceback.format_exc())
+            raise SceneFailedError(f"{type(exc).__name__}: {exc}", str(scene_dir / "log.txt"), lock.attempt,
+                                   time.perf_counter() - started) from None
+        return {"metrics": metrics, "attempt": lock.attempt, "seconds": time.perf_counter() - started,
+                "log": str(scene_dir / "log.txt")}

@@ -160,16 +160,12 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
 
     # ---- one step -----------------------------------------------------------------------
-    def render(self, t: int, include_static: bool = True, with_latent: bool = False, include_dynamic: bool = True):
-        g = self.scene.at(t, include_static=include_static)
+    def render(self, t: int, with_latent: bool = False, static_only: bool = False):
+        g = self.scene.at(t, include_dynamic=not static_only)
         feats = g.features if with_latent else g.features[:, :LATENT_START]
-        means, quats, scales, opac = g.means, g.quats, g.scales, g.opacities
-        if not include_dynamic:
-            n = g.n_static
-            means, quats, scales, opac, feats = means[:n], quats[:n], scales[:n], opac[:n], feats[:n]
         d = self.data
-        return rasterize(means, quats, scales, opac, feats, d.viewmats[t:t + 1], d.K[None], d.width, d.height,
-                         backend=self.cfg.backend), g.n_static
+        return rasterize(g.means, g.quats, g.scales, g.opacities, feats, d.viewmats[t:t + 1], d.K[None],
+                         d.width, d.height, backend=self.cfg.backend)
 
     def _track_loss(self, t: int) -> Tensor:
         d, ref = self.data, self.scene.reference_frame
@@ -200,7 +196,7 @@ class Trainer:
         image, mask = d.images[t], d.dynamic_mask[t]
         terms: dict[str, Tensor] = {}
         if stage == "features":
-            out, _ = self.render(t, with_latent=True)
+            out = self.render(t, with_latent=True)
             latent = out.features[0, ..., LATENT_START:]
             for name, teacher in d.teachers.items():
                 target = teacher[t]
@@ -208,7 +204,7 @@ class Trainer:
                 terms[f"feat_{name}"] = w.feature * losses.l1_ssim(pred, target)
         else:
             static_only = stage == "static"
-            out, _ = self.render(t, include_dynamic=not static_only)
+            out = self.render(t, static_only=static_only)
             rgb = out.features[0, ..., RGB]
             if static_only:
                 keep = (~mask)[..., None].float()

@@ -55,14 +55,14 @@ class DynamicScene(nn.Module):
         lat = self.scaffold.latents[self.binding.node_ids.long()]  # [N, K, L]
         return (self.binding.weights()[..., None] * lat).sum(1)
 
-    def at(self, t: int, include_static: bool = True) -> FrameGaussians:
+    def at(self, t: int, include_static: bool = True, include_dynamic: bool = True) -> FrameGaussians:
         st, dy = self.static, self.dynamic
         parts = []
         if include_static and len(st):
             flag = torch.zeros(len(st), 1)
             parts.append((st.means, st.quats, st.scales, st.opacities,
                           torch.cat([st.colors, flag, st.latents], -1)))
-        if len(dy):
+        if include_dynamic and len(dy):
             means, quats = self.binding.deform(dy.means, dy.quats, self.scaffold, t, self.skin_mode)
             flag = torch.ones(len(dy), 1)
             parts.append((means, quats, dy.scales, dy.opacities,

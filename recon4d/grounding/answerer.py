@@ -46,10 +46,10 @@ PATTERNS = [  # (kind, regex); subjects are the named groups a and b
     ("count_side", r"^how many objects are moving to the (?P<side>left|right)"),
     ("count_still", r"^how many objects stay in the same place"),
     ("count_spinning", r"^how many objects are spinning in place"),
-    ("rotation", r"is the (?P<a>.+?) (?:rotating|spinning) clockwise or counter-?clockwise"),
-    ("own_turn", r"is the (?P<a>.+?) turning (?:to the )?left or (?:to the )?right"),
-    ("own_direction", r"is the (?P<a>.+?) \w+ forwards? or backwards?"),
-    ("distance", r"is the (?P<a>.+?) coming closer or (?:moving|going) further away"),
+    ("rotation", r"(?:is|are) the (?P<a>.+?) (?:rotating|spinning|turning) clockwise or counter-?clockwise"),
+    ("own_turn", r"(?:is|are) the (?P<a>.+?) turning (?:to the )?left or (?:to the )?right"),
+    ("own_direction", r"(?:is|are) the (?P<a>.+?) \w+ forwards? or backwards?"),
+    ("distance", r"(?:is|are) the (?P<a>.+?) (?:coming|moving|getting) closer or (?:moving|going|getting) \w+ away"),
     ("direction", r"(?:what|which) (?:direction|way) (?:is|are|did|does) the (?P<a>.+?) (?:\w+ing|move|go)\b"),
 ]
 

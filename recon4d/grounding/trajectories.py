@@ -13,8 +13,9 @@ z forward); per-frame camera axes (what "from the camera perspective" means when
 the camera moves); the global camera of DESIGN.md when
 ``recon4d.render.cameras.global_camera`` exists; and each object's own heading
 frame (forward = its direction of travel carried along by its rotation, left,
-up). "Up" is the normal of the dominant plane of static Gaussians (the ground)
-when one exists and faces the camera, else the first camera's -y axis.
+up). "Up" is the priors' ``world_up`` when they know it, else the normal of the
+dominant plane of static Gaussians (the ground) when one exists and faces the
+camera, else the first camera's -y axis.
 """
 
 from __future__ import annotations
@@ -241,7 +242,11 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
         static = scene.static.means.numpy().astype(np.float64)
         opacities = scene.dynamic.opacities.numpy().reshape(-1).astype(np.float64)
     viewmats = data.viewmats.numpy().astype(np.float64)
-    up, up_source = estimate_up(static, viewmats[0])
+    if getattr(data, "world_up", None) is not None:
+        up, up_source = data.world_up.numpy().astype(np.float64), "priors"
+        up /= np.linalg.norm(up)
+    else:
+        up, up_source = estimate_up(static, viewmats[0])
     objects, how = find_objects(scene, data, Path(scene_dir), dyn, masks)
     tracks = [track_object(o, dyn, opacities, ref, viewmats, up) for o in objects]
     global_viewmat, note = global_frame(scene, data)

@@ -1,0 +1,97 @@
+"""Measure the geometric answerer on fitted `recon4d synth` minimal pairs (issue 10).
+
+For every (seed, factor) it generates the pair, fits both scenes with exact priors
+(`--priors gt --preset test`; an existing fit under <root>/fit is reused), answers
+each scene's qa.json with `recon4d answer`, and scores against the answers in
+qa.json. The evaluator (not the answerer) reads gt/questions.json for the question
+kinds and the links between the two scenes of a pair. Prints accuracy per question
+kind, question-pair consistency (a linked question right in both scenes), scene-pair
+consistency (every question of both scenes right) and the runtimes.
+
+    .venv/bin/python scripts/grounding_eval.py --root /tmp/ge --seeds 11
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from recon4d.commands import answer as answer_command
+from recon4d.commands import fit as fit_command
+from recon4d.commands import synth as synth_command
+
+FACTORS = ("direction", "approach", "turn", "spin", "follow")
+
+
+def pair_dirs(root: Path, seed: int, factor: str, objects: int) -> list[Path]:
+    """The two synth scene folders of a pair (generated when missing)."""
+    found = sorted((root / "synth").glob(f"synth_s{seed}_{factor}_*"))
+    if len(found) != 2:
+        args = ["--preset", "tiny", "--out", str(root / "synth"), "--seed", str(seed), "--objects", str(objects), "--pairs", factor]
+        assert synth_command.main(args) == 0
+        found = sorted((root / "synth").glob(f"synth_s{seed}_{factor}_*"))
+    return found
+
+
+def fit(root: Path, synth: Path) -> tuple[Path, float | None]:
+    """Fitted scene folder and the seconds the fit took (None when an earlier fit was reused)."""
+    scene = root / "fit" / synth.name
+    if (scene / "model" / "scene.json").exists():
+        return scene, None
+    start = time.perf_counter()
+    assert fit_command.main(["--video", str(synth), "--out", str(root / "fit"), "--priors", "gt", "--preset", "test"]) == 0
+    return scene, time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=Path("out/grounding_eval"))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[11])
+    ap.add_argument("--factors", nargs="+", default=list(FACTORS))
+    ap.add_argument("--objects", type=int, default=2)
+    args = ap.parse_args()
+
+    per_kind: dict[str, list[bool]] = defaultdict(list)
+    linked, scene_pairs, fit_s, answer_s = [], [], [], []
+    for seed in args.seeds:
+        for factor in args.factors:
+            correct_by_id = {}
+            for synth in pair_dirs(args.root, seed, factor, args.objects):
+                scene, took = fit(args.root, synth)
+                if took is not None:
+                    fit_s.append(took)
+                out = args.root / "answers" / f"{synth.name}.jsonl"
+                start = time.perf_counter()
+                assert answer_command.main(["--scene", str(scene), "--qa", str(synth / "qa.json"), "--out", str(out)]) == 0
+                answer_s.append(time.perf_counter() - start)
+                meta = {m["id"]: m for m in json.loads((synth / "gt" / "questions.json").read_text())}
+                for line in out.read_text().splitlines():
+                    r = json.loads(line)
+                    per_kind[meta[r["id"]]["kind"]].append(r["correct"])
+                    correct_by_id[r["id"]] = (r["correct"], meta[r["id"]].get("partner_id"), r)
+            for qid, (ok, partner, _) in correct_by_id.items():
+                if partner in correct_by_id and qid < partner:
+                    linked.append(ok and correct_by_id[partner][0])
+            scene_pairs.append(all(ok for ok, _, _ in correct_by_id.values()))
+            wrong = [r for ok, _, r in correct_by_id.values() if not ok]
+            print(f"seed {seed} {factor}: {len(correct_by_id) - len(wrong)}/{len(correct_by_id)} right")
+            for r in wrong:
+                print(f"   WRONG {r['id']}: {r['question']} -> {r['answer']!r} (truth {r['truth']!r}); {r['why']}")
+
+    total = [ok for oks in per_kind.values() for ok in oks]
+    print("\nper question kind (accuracy, n):")
+    for kind, oks in sorted(per_kind.items()):
+        print(f"  {kind:28s} {sum(oks) / len(oks):6.3f}  {len(oks)}")
+    print(f"overall accuracy {sum(total) / len(total):.3f} ({sum(total)}/{len(total)})")
+    print(f"question-pair consistency {sum(linked) / len(linked):.3f} ({sum(linked)}/{len(linked)} linked questions right in both scenes)")
+    print(f"scene-pair consistency {sum(scene_pairs) / len(scene_pairs):.3f} ({sum(scene_pairs)}/{len(scene_pairs)} pairs all right)")
+    if fit_s:
+        print(f"fit {sum(fit_s) / len(fit_s):.0f} s per scene ({len(fit_s)} fitted now)")
+    print(f"answer {sum(answer_s) / len(answer_s):.1f} s per scene (load + trajectories + all questions)")
+
+
+if __name__ == "__main__":
+    main()

@@ -163,9 +163,12 @@ class Trainer:
     def render(self, t: int, with_latent: bool = False, static_only: bool = False):
         g = self.scene.at(t, include_dynamic=not static_only)
         feats = g.features if with_latent else g.features[:, :LATENT_START]
+        geometry = (g.means, g.quats, g.scales, g.opacities)
+        if with_latent:  # feature distillation: geometry is frozen, so keep it out of the graph
+            geometry = tuple(x.detach() for x in geometry)
         d = self.data
-        return rasterize(g.means, g.quats, g.scales, g.opacities, feats, d.viewmats[t:t + 1], d.K[None],
-                         d.width, d.height, backend=self.cfg.backend)
+        return rasterize(*geometry, feats, d.viewmats[t:t + 1], d.K[None], d.width, d.height,
+                         backend=self.cfg.backend)
 
     def _track_loss(self, t: int) -> Tensor:
         d, ref = self.data, self.scene.reference_frame

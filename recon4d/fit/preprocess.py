@@ -1,0 +1,289 @@
+"""The preprocessing stage of ``recon4d fit``: frames, then every prior, into the scene folder.
+
+Order (each step cached in ``priors/cache.json`` under a hash of its inputs and
+settings, so a re-run reuses what is still valid):
+
+    ingest -> flow (DIS) -> tracks (chained) -> camera (BA on static tracks)
+           -> depth (provider, aligned to the camera) -> dynamic masks -> track flags -> report
+
+Why camera before depth: with no learned depth the fallback depth *is* the
+triangulated tracks, and with a learned model its per-frame scale/shift is
+fitted to those same points. Why masks after both: the residual test needs the
+flow a static scene would produce, which needs camera and depth.
+
+Outputs (the contract later stages read; see ../shared/DESIGN.md):
+``frames/``, ``frames.json``, ``priors/{camera.json, depth.npz, tracks.npz, masks.npz, flow.npz}``,
+``priors/report.json`` (ground-truth metrics on ``recon4d synth`` scenes, timings always).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from recon4d.io.atomic import atomic_path, write_json
+from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
+from recon4d.priors import cache as C
+from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver, triangulate
+from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
+from recon4d.priors.flow import DISFlow
+from recon4d.priors.masks import FlowResidualMasks, track_dynamic
+from recon4d.priors.report import SynthTruth, camera_errors, is_synth_scene, mask_iou, track_errors
+from recon4d.priors.tracks import ChainedTracks
+
+
+@dataclass
+class PreprocessConfig:
+    """Frames and priors for one video."""
+
+    video: Path
+    """Input: a video file (mp4/mov/avi/webm), an image folder, a DAVIS sequence or a `recon4d synth` scene."""
+    out: Path = Path("out")
+    """Output root; the scene folder is <out>/<name>/."""
+    name: str | None = None
+    """Scene folder name (default: the input's name; for a synth scene its scene id)."""
+    stride: int = 1
+    """Keep every stride-th frame."""
+    start: int = 0
+    """First source frame."""
+    end: int | None = None
+    """Source frame to stop before (default: the end)."""
+    max_frames: int | None = None
+    """At most this many frames."""
+    long_side: int | None = 480
+    """Working resolution: long side in pixels (never upscaled)."""
+    allow_truncated: bool = False
+    """Keep the frames of a truncated/corrupt video decoded before the damage."""
+    masks: Path | None = None
+    """Folder of user masks (PNG, one per source frame); default: DAVIS Annotations/ when present."""
+    depth: str = "auto"
+    """Depth provider: auto (Depth Anything V2 if its weights are local, else fallback), da-v2, fallback,
+    gt (synth scenes, ablations only), or a folder of depth files (npy / 16-bit png in mm / exr)."""
+    depth_model: str = "depth-anything/Depth-Anything-V2-Small-hf"
+    """Depth Anything V2: a local directory or a hub id already in the local HF cache (never downloaded)."""
+    camera: Literal["solve", "gt"] = "solve"
+    """Camera: solve (bundle adjustment) or gt (synth scenes, ablations of later stages)."""
+    fov_deg: float | None = None
+    """Known horizontal field of view in degrees (default: searched)."""
+    track_spacing: int = 0
+    """Seed grid spacing of the tracks in pixels (0: long side / 60, at least 4)."""
+    max_tracks: int = 6000
+    """Upper bound on the number of tracks."""
+    progress: bool = True
+    """Progress bars."""
+
+
+def scene_dir(cfg: PreprocessConfig) -> Path:
+    src = Path(cfg.video)
+    if cfg.name:
+        return Path(cfg.out) / cfg.name
+    if is_synth_scene(src):
+        return Path(cfg.out) / json.loads((src / "synth.json").read_text())["scene_id"]
+    return Path(cfg.out) / (src.stem if src.is_file() else src.name)
+
+
+def run_preprocess(cfg: PreprocessConfig) -> Path:
+    """Run ingestion and every prior; returns the scene folder."""
+    scene = scene_dir(cfg)
+    src = Path(cfg.video)
+    synth = is_synth_scene(src) if src.is_dir() else False
+    if (cfg.depth == "gt" or cfg.camera == "gt") and not synth:
+        raise ValueError("--depth gt / --camera gt need a `recon4d synth` scene folder as --video")
+    times: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        times[step] = round(now - clock, 3)
+        clock = now
+
+    opt = IngestOptions(cfg.stride, cfg.start, cfg.end, cfg.max_frames, cfg.long_side, cfg.allow_truncated, cfg.masks)
+    ingest(src, scene, opt, progress=cfg.progress)
+    frames, meta = load_frames(scene)
+    user = load_masks(scene)
+    T, H, W = frames.shape[:3]
+    lap("ingest")
+    priors = scene / "priors"
+    cache = C.PriorCache(priors)
+    digest = C.frames_digest(scene)
+
+    flow = DISFlow()
+    k_flow = C.key(digest, repr(flow))
+    if cache.fresh("flow", k_flow, "flow.npz"):
+        z = np.load(priors / "flow.npz")
+        fwd, bwd = z["forward"].astype(np.float32), z["backward"].astype(np.float32)
+    else:
+        fwd, bwd = flow.compute(frames, cfg.progress)
+        _save(priors / "flow.npz", compress=False, forward=fwd.astype(np.float16), backward=bwd.astype(np.float16))
+        cache.store("flow", k_flow)
+    lap("flow")
+
+    spacing = cfg.track_spacing or max(4, round(max(W, H) / 60))
+    tracker = ChainedTracks(spacing=spacing, max_tracks=cfg.max_tracks)
+    k_tracks = C.key(k_flow, repr(tracker))
+    if cache.fresh("tracks", k_tracks, "tracks_raw.npz"):
+        z = np.load(priors / "tracks_raw.npz")
+        xy, vis, seeds = z["xy"], z["visible"], z["seed_frame"]
+    else:
+        xy, vis, seeds = tracker.compute(frames, fwd, bwd, cfg.progress)
+        _save(priors / "tracks_raw.npz", xy=xy, visible=vis, seed_frame=seeds)
+        cache.store("tracks", k_tracks)
+    lap("tracks")
+
+    in_user = track_dynamic(user > 0, xy, vis, frac=1e-6) if user is not None else np.zeros(xy.shape[1], bool)
+    provider = _depth_provider(cfg, src, synth)
+    cam_opt = CameraOptions(fov_deg=cfg.fov_deg)
+    prior_before = provider.kind == "depth" and provider.name != "sparse-fallback"
+    k_depth_raw = C.key(digest, repr(provider))
+    raw = None
+    if prior_before:  # a depth prior in depth units helps the camera (focal under forward motion)
+        raw = _raw_depth(provider, frames, meta, cfg.progress)
+    k_cam = C.key(k_tracks, repr(cam_opt), cfg.camera, k_depth_raw if prior_before else None)
+    if cache.fresh("camera", k_cam, "camera.json", "camera_points.npz"):
+        cam = _load_camera(priors)
+    else:
+        if cfg.camera == "gt":
+            cam = _gt_camera(src, meta, xy, vis, ~in_user)
+        else:
+            cam = CameraSolver(cam_opt).solve(xy, vis, ~in_user, W, H, prior_depth=raw)
+        if cam.motion_type in ("translation", "general"):  # densify: every candidate static track
+            tri = triangulate(xy, vis, cam.K, cam.viewmats, ~in_user)
+            cam.points = np.where(np.isfinite(cam.points), cam.points, tri)
+        _save_camera(priors, cam, W, H)
+        cache.store("camera", k_cam)
+    lap("camera")
+
+    k_depth = C.key(k_cam, k_depth_raw)
+    if cache.fresh("depth", k_depth, "depth.npz"):
+        depth = np.load(priors / "depth.npz")["depth"]
+    else:
+        if provider.name == "sparse-fallback":
+            warnings.warn(FALLBACK_WARNING, stacklevel=2)
+            values, kind = provider.estimate(frames, cam.K, cam.viewmats, cam.points, xy, vis, cfg.progress)
+        else:
+            values, kind = raw if raw is not None else _raw_depth(provider, frames, meta, cfg.progress)
+        depth, fits = align(values, kind, cam.K, cam.viewmats, cam.points, xy, vis)
+        _save(priors / "depth.npz", depth=depth, scale_shift=fits.astype(np.float32), provider=np.array(provider.name))
+        cache.store("depth", k_depth)
+    lap("depth")
+
+    masker = FlowResidualMasks()
+    k_mask = C.key(k_depth, repr(masker))  # user masks are part of the frames digest
+    if cache.fresh("masks", k_mask, "masks.npz", "tracks.npz"):
+        dynamic = np.load(priors / "masks.npz")["dynamic"]
+    else:
+        dynamic, resid = masker.compute(fwd, bwd, depth, cam.K, cam.viewmats, user)
+        _save(priors / "masks.npz", compress=True, dynamic=dynamic, residual=resid.astype(np.float16))
+        dyn_tracks = track_dynamic(dynamic, xy, vis) | in_user
+        _save(priors / "tracks.npz", xy=xy, visible=vis, dynamic=dyn_tracks, seed_frame=seeds,
+              points_world=cam.points.astype(np.float32))
+        cache.store("masks", k_mask)
+    lap("masks")
+
+    report = {"frames": T, "width": W, "height": H, "fps": meta["fps"], "tracks": int(xy.shape[1]),
+              "tracks_kept": int((vis.sum(0) >= 2).sum()), "tracks_static_ba": int(cam.static.sum()),
+              "motion_type": cam.motion_type, "depth_provider": provider.name, "camera": cfg.camera,
+              "fov_deg": float(np.degrees(2 * np.arctan(W / 2 / cam.K[0, 0]))), "camera_info": cam.info,
+              "time_s": times}
+    if user is not None:
+        report["user_mask_tracks"] = mask_stay(user > 0, xy, vis, seeds)
+    if synth:
+        report.update(synth_report(src, meta, cam, xy, vis, seeds, dynamic))
+    times["total"] = round(sum(times.values()), 3)
+    write_json(priors / "report.json", report)
+    return scene
+
+
+def mask_stay(mask: np.ndarray, xy: np.ndarray, vis: np.ndarray, seeds: np.ndarray, tol_px: int = 3) -> dict:
+    """Of the tracks seeded inside the user mask, the fraction whose every visible position stays inside
+    it (strict) and inside it dilated by ``tol_px`` (boundary tolerance)."""
+    import cv2
+
+    T, H, W = mask.shape
+    q = np.clip(np.floor(xy).astype(int), 0, [W - 1, H - 1])
+    kern = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * tol_px + 1, 2 * tol_px + 1))
+    dil = np.stack([cv2.dilate(m.astype(np.uint8), kern) > 0 for m in mask])
+    t = np.arange(T)[:, None]
+    seeded_in = mask[seeds, q[seeds, np.arange(len(seeds)), 1], q[seeds, np.arange(len(seeds)), 0]]
+    seeded_in &= vis.sum(0) >= 2
+    inside = mask[t, q[..., 1], q[..., 0]] | ~vis
+    inside_tol = dil[t, q[..., 1], q[..., 0]] | ~vis
+    n = int(seeded_in.sum())
+    return {"seeded_inside": n, "stay_strict": float(inside.all(0)[seeded_in].mean()) if n else None,
+            "stay_within_3px": float(inside_tol.all(0)[seeded_in].mean()) if n else None}
+
+
+def synth_report(src: Path, meta: dict, cam: CameraResult, xy, vis, seeds, dynamic) -> dict:
+    """The ground-truth keys of ``report.json`` (headline numbers; distributions under ``details``)."""
+    truth = SynthTruth(src, meta["indices"], meta["width"], meta["height"])
+    ce = camera_errors(cam.viewmats, truth.viewmats)
+    te = track_errors(truth, xy, vis, seeds)
+    mi = mask_iou(truth, dynamic)
+    return {
+        "rot_err_deg": ce["rot_err_deg"]["max"],
+        "trans_dir_err_deg": None if ce["trans_dir_err_deg"] is None else ce["trans_dir_err_deg"]["max"],
+        "focal_err_rel": float(abs(cam.K[0, 0] / truth.K[0, 0] - 1)),
+        "track_err_px": te.get("median"),
+        "mask_iou": mi["iou"],
+        "focal_observed": cam.focal_observed,
+        "details": {"camera": ce, "tracks": te, "masks": mi},
+    }
+
+
+def _depth_provider(cfg: PreprocessConfig, src: Path, synth: bool):
+    if cfg.depth == "gt":
+        return SynthGTDepth(str(src))
+    if cfg.depth == "fallback":
+        return SparseDepth()
+    if cfg.depth in ("auto", "da-v2"):
+        da = DepthAnythingV2(cfg.depth_model)
+        if da.available():
+            return da
+        if cfg.depth == "da-v2":
+            raise FileNotFoundError(f"Depth Anything V2 weights not found locally at {cfg.depth_model!r}")
+        return SparseDepth()
+    if Path(cfg.depth).is_dir():
+        return UserDepth(cfg.depth)
+    raise ValueError(f"unknown --depth {cfg.depth!r}: auto, da-v2, fallback, gt or a folder of depth files")
+
+
+def _raw_depth(provider, frames, meta, progress):
+    if isinstance(provider, (SynthGTDepth, UserDepth)):
+        return provider.estimate(frames, meta["indices"], progress=progress)
+    return provider.estimate(frames, progress=progress)
+
+
+def _gt_camera(src: Path, meta: dict, xy, vis, candidate) -> CameraResult:
+    truth = SynthTruth(src, meta["indices"], meta["width"], meta["height"])
+    view = truth.viewmats @ np.linalg.inv(truth.viewmats[0])  # frame 0 at the origin, as the solver does
+    pts = triangulate(xy, vis, truth.K, view, candidate)
+    return CameraResult(truth.K, view, "gt", candidate, pts, True, {"source": "gt"})
+
+
+def _save(path: Path, compress: bool = False, **arrays) -> None:
+    with atomic_path(path) as tmp:
+        (np.savez_compressed if compress else np.savez)(tmp, **arrays)
+
+
+def _save_camera(priors: Path, cam: CameraResult, W: int, H: int) -> None:
+    _save(priors / "camera_points.npz", static=cam.static, points=cam.points)
+    write_json(priors / "camera.json", {
+        "K": cam.K.tolist(), "viewmats": cam.viewmats.tolist(), "width": W, "height": H,
+        "motion_type": cam.motion_type, "focal_observed": cam.focal_observed,
+        "convention": "OpenCV camera (x right, y down, z forward); viewmat = world-to-camera; world = frame 0 camera",
+        "info": cam.info,
+    })
+
+
+def _load_camera(priors: Path) -> CameraResult:
+    c = json.loads((priors / "camera.json").read_text())
+    z = np.load(priors / "camera_points.npz")
+    return CameraResult(np.array(c["K"]), np.array(c["viewmats"]), c["motion_type"], z["static"], z["points"],
+                        c["focal_observed"], c["info"])

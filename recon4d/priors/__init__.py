@@ -1,0 +1,10 @@
+"""2D priors and the camera, computed once per video and cached in ``<scene>/priors/``.
+
+One module per provider family, each behind a small interface (``compute`` or
+``estimate``): ``flow`` (DIS), ``tracks`` (flow-chained, anchored), ``camera``
+(FoV search + bundle adjustment), ``depth`` (Depth Anything V2, user files,
+synth ground truth, sparse fallback; per-frame alignment), ``masks`` (flow
+residual after the camera fit), ``teachers`` (cache format only), ``cache``
+(hash keys), ``report`` (ground-truth comparison). The stage that runs them in
+order is :func:`recon4d.fit.preprocess.run_preprocess`.
+"""

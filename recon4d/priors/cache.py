@@ -1,0 +1,46 @@
+"""Which prior files are up to date: a hash of (input frames + settings + upstream keys) per step.
+
+Why: priors are the slow part of preprocessing and every later stage re-runs
+from the scene folder; a re-run with the same frames and settings must reuse
+them, and any change (other frames, other flag) must recompute exactly the
+steps it affects. Keys live in ``priors/cache.json``, written atomically after
+each step's file, so a killed run at worst recomputes that one step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from recon4d.io.atomic import write_json
+
+
+def frames_digest(scene: Path) -> str:
+    """SHA-256 of ``frames.json`` and every frame/mask file's bytes."""
+    h = hashlib.sha256((scene / "frames.json").read_bytes())
+    for f in sorted((scene / "frames").rglob("*")):
+        if f.is_file():
+            h.update(f.relative_to(scene).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def key(*parts) -> str:
+    """Stable hash of JSON-serialisable parts (dataclass reprs, digests, other keys)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()[:20]
+
+
+class PriorCache:
+    def __init__(self, priors: Path):
+        self.priors = priors
+        self.file = priors / "cache.json"
+        self.keys: dict[str, str] = json.loads(self.file.read_text()) if self.file.exists() else {}
+
+    def fresh(self, step: str, k: str, *files: str) -> bool:
+        """True when ``step`` was computed with key ``k`` and its files are all there."""
+        return self.keys.get(step) == k and all((self.priors / f).exists() for f in files)
+
+    def store(self, step: str, k: str) -> None:
+        self.keys[step] = k
+        write_json(self.file, self.keys)

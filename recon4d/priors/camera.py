@@ -1,0 +1,402 @@
+"""Camera intrinsics and per-frame poses from bundle adjustment on static tracks.
+
+Why this shape (MoSca-style, without its learned parts): a monocular video gives
+2D tracks; the static ones constrain the camera. Steps:
+
+1. Static camera test: when the static tracks barely move (``static_px``), no
+   pose or focal can be observed; poses are identity and the focal comes from
+   ``fov_deg`` (or ``DEFAULT_FOV_DEG``, flagged as a guess).
+2. Initialisation that needs no depth: homographies between consecutive frames
+   give the rotation part (R = K^-1 H K, projected onto SO(3)); translations
+   start at zero and points at a common inverse depth. It works for pure
+   rotation (pan), where an essential matrix is degenerate.
+3. Field-of-view search: a short bundle adjustment per candidate FoV
+   (``fov_range``), keep the lowest robust reprojection cost.
+4. Joint refinement of poses, focal and points (inverse depth along the ray of
+   each track's first frame, so points at infinity are representable), with a
+   Cauchy loss; tracks whose residual stays high are marked dynamic and the
+   adjustment is rerun without them.
+5. Optional depth term (when a depth prior exists before the camera, e.g. a
+   learned model or user depth): each track's inverse depth is pulled towards
+   the prior's, with one scale per frame, which makes focal observable under
+   pure forward motion.
+
+Why scipy's ``least_squares`` instead of a torch optimiser: bundle adjustment
+is a sparse nonlinear least-squares problem; a trust-region solver with a
+sparse Jacobian (each residual touches two poses, one point and the focal)
+converges in tens of iterations where first-order torch optimisers need
+thousands, and the Jacobian by grouped finite differences costs ~15 residual
+evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+import torch
+from scipy.optimize import least_squares
+from scipy.sparse import coo_matrix, csr_matrix
+
+GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
+DEFAULT_FOV_DEG = 55.0  # only used when the focal cannot be observed (static camera) and none is given
+
+
+@dataclass
+class CameraResult:
+    K: np.ndarray  # [3, 3]
+    viewmats: np.ndarray  # [T, 4, 4] world-to-camera, frame 0 = identity
+    motion_type: str  # static | rotation | translation | general
+    static: np.ndarray  # [P] bool: tracks used as static (inliers of the final adjustment)
+    points: np.ndarray  # [P, 3] world points of static tracks (NaN elsewhere)
+    focal_observed: bool
+    info: dict = field(default_factory=dict)
+
+
+def rodrigues(r: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``[N, 3, 3]`` from axis-angle vectors ``[N, 3]``."""
+    theta = np.linalg.norm(r, axis=1)[:, None, None]
+    k = r / np.maximum(theta[:, :, 0], 1e-12)
+    Kx = np.zeros((len(r), 3, 3))
+    Kx[:, 0, 1], Kx[:, 0, 2], Kx[:, 1, 0] = -k[:, 2], k[:, 1], k[:, 2]
+    Kx[:, 1, 2], Kx[:, 2, 0], Kx[:, 2, 1] = -k[:, 0], -k[:, 1], k[:, 0]
+    small = theta < 1e-8
+    R = np.eye(3) + np.sin(theta) * Kx + (1 - np.cos(theta)) * Kx @ Kx
+    return np.where(small, np.eye(3) + _skew(r), R)
+
+
+def _skew(r: np.ndarray) -> np.ndarray:
+    S = np.zeros((len(r), 3, 3))
+    S[:, 0, 1], S[:, 0, 2], S[:, 1, 0] = -r[:, 2], r[:, 1], r[:, 2]
+    S[:, 1, 2], S[:, 2, 0], S[:, 2, 1] = -r[:, 0], -r[:, 1], r[:, 0]
+    return S
+
+
+def rodrigues_torch(r: torch.Tensor) -> torch.Tensor:
+    """Differentiable rotation matrices ``[N, 3, 3]`` from axis-angle ``[N, 3]`` (Taylor series near 0)."""
+    th2 = (r * r).sum(-1, keepdim=True)[..., None]
+    small = th2 < 1e-8
+    th = torch.sqrt(torch.where(small, torch.ones_like(th2), th2))
+    a = torch.where(small, 1 - th2 / 6, torch.sin(th) / th)
+    b = torch.where(small, 0.5 - th2 / 24, (1 - torch.cos(th)) / torch.where(small, torch.ones_like(th2), th2))
+    z = torch.zeros_like(r[:, 0])
+    S = torch.stack([z, -r[:, 2], r[:, 1], r[:, 2], z, -r[:, 0], -r[:, 1], r[:, 0], z], -1).view(-1, 3, 3)
+    return torch.eye(3, dtype=r.dtype) + a * S + b * S @ S
+
+
+def reproject(f, r_t, t_t, r_r, t_r, rho, uv_ref, cx: float, cy: float) -> torch.Tensor:
+    """Pixel position in frame t of the point seen at ``uv_ref`` in its reference frame r with inverse depth
+    ``rho``: X_t ~ R_t R_r^T ray + rho (t_t - R_t R_r^T t_r), a form that stays finite at rho = 0."""
+    ray = torch.stack([(uv_ref[:, 0] - cx) / f, (uv_ref[:, 1] - cy) / f, torch.ones_like(f)], -1)
+    Rrel = rodrigues_torch(r_t) @ rodrigues_torch(r_r).transpose(1, 2)
+    X = (Rrel @ ray[..., None])[..., 0] + rho[:, None] * (t_t - (Rrel @ t_r[..., None])[..., 0])
+    z = X[:, 2].clamp_min(1e-6)
+    return torch.stack([f * X[:, 0] / z + cx, f * X[:, 1] / z + cy], -1)
+
+
+def log_rotation(R: np.ndarray) -> np.ndarray:
+    return np.stack([cv2.Rodrigues(m)[0][:, 0] for m in R])
+
+
+def intrinsics(focal: float, W: int, H: int) -> np.ndarray:
+    return np.array([[focal, 0, W / 2], [0, focal, H / 2], [0, 0, 1.0]])
+
+
+def fov_to_focal(fov_deg: float, W: int) -> float:
+    return 0.5 * W / math.tan(math.radians(fov_deg) / 2)
+
+
+@dataclass
+class _Problem:
+    """Observations of the selected tracks, in the layout the residual function wants."""
+
+    T: int
+    W: int
+    H: int
+    ref: np.ndarray  # [P] reference frame of each track
+    ref_xy: np.ndarray  # [P, 2]
+    obs_t: np.ndarray  # [M] frame of each observation
+    obs_p: np.ndarray  # [M] track of each observation
+    obs_xy: np.ndarray  # [M, 2]
+    prior_inv: np.ndarray | None = None  # [P] inverse depth of the prior at the reference pixel
+
+
+class CameraSolver:
+    """See the module docstring; the knobs are the fields of :class:`CameraOptions`."""
+
+    def __init__(self, opt: "CameraOptions"):
+        self.opt = opt
+
+    def solve(self, xy: np.ndarray, vis: np.ndarray, candidate: np.ndarray, W: int, H: int,
+              prior_depth: np.ndarray | None = None) -> CameraResult:
+        """Camera from tracks ``xy [T,P,2]``, ``vis [T,P]``; ``candidate [P]`` marks tracks that may be static."""
+        opt = self.opt
+        T, P = vis.shape
+        usable = candidate & (vis.sum(0) >= 3)
+        motion = _track_motion(xy, vis)
+        if usable.sum() < 8:
+            raise RuntimeError(f"camera: only {usable.sum()} usable static tracks; the video is too short or textureless")
+        if np.median(motion[usable]) < opt.static_px:
+            return self._static(T, W, H, usable, motion)
+        sel = _subsample(np.flatnonzero(usable), xy, vis, opt.max_ba_tracks, W, H)
+        prob = _problem(xy, vis, sel, W, H, prior_depth)
+        homs = _homographies(xy, vis, usable, T)
+        if opt.fov_deg is not None:
+            focal, search = fov_to_focal(opt.fov_deg, W), {}
+        else:
+            search = {}
+            for fov in np.arange(opt.fov_range[0], opt.fov_range[1] + 1e-6, opt.fov_step):
+                f = fov_to_focal(fov, W)
+                x = self._adjust(prob, self._init(prob, homs, f), fix_focal=True, nfev=opt.search_nfev)
+                search[float(fov)] = float(np.median(np.abs(self._residual(x, prob))))
+            focal = fov_to_focal(min(search, key=search.get), W)
+        x = self._adjust(prob, self._init(prob, homs, focal), fix_focal=opt.fov_deg is not None, nfev=opt.final_nfev)
+        # tracks the static model cannot explain are dynamic: drop them and adjust again
+        res = np.linalg.norm(self._residual(x, prob)[: 2 * len(prob.obs_t)].reshape(-1, 2), axis=1)
+        per_track = np.zeros(len(sel))
+        np.maximum.at(per_track, prob.obs_p, res)
+        sigma = 1.4826 * np.median(res)
+        inlier = per_track < max(opt.outlier_px, 4 * sigma)
+        keep = sel[inlier]
+        prob2 = _problem(xy, vis, keep, W, H, prior_depth)
+        x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_focal=opt.fov_deg is not None, nfev=opt.final_nfev)
+        return self._result(x, prob2, keep, P, usable, motion, search)
+
+    # --- parameters: [focal, rvec(T-1)*3, tvec(T-1)*3, inv_depth(P), log_scale(T-1) with a depth prior] ---
+    def _unpack(self, x: np.ndarray, prob: _Problem):
+        T = prob.T
+        f = x[0]
+        r = np.concatenate([np.zeros((1, 3)), x[1:1 + 3 * (T - 1)].reshape(-1, 3)])
+        t = np.concatenate([np.zeros((1, 3)), x[1 + 3 * (T - 1):1 + 6 * (T - 1)].reshape(-1, 3)])
+        rho = x[1 + 6 * (T - 1):1 + 6 * (T - 1) + len(prob.ref)]
+        return f, r, t, rho
+
+    def _init(self, prob: _Problem, homs: list, focal: float) -> np.ndarray:
+        K = intrinsics(focal, prob.W, prob.H)
+        Kinv = np.linalg.inv(K)
+        R = [np.eye(3)]
+        for Hm in homs:
+            M = Kinv @ Hm @ K if Hm is not None else np.eye(3)
+            U, _, Vt = np.linalg.svd(M)
+            Rr = U @ np.diag([1, 1, np.sign(np.linalg.det(U @ Vt))]) @ Vt
+            R.append(Rr @ R[-1])
+        r = log_rotation(np.stack(R))[1:]
+        if prob.prior_inv is None:
+            return np.concatenate([[focal], r.ravel(), np.zeros(3 * (prob.T - 1)), np.ones(len(prob.ref))])
+        return np.concatenate([[focal], r.ravel(), np.zeros(3 * (prob.T - 1)), prob.prior_inv, np.zeros(prob.T - 1)])
+
+    def _gather(self, x: np.ndarray, prob: _Problem) -> list[torch.Tensor]:
+        """Per-observation inputs of :func:`reproject` (float64 tensors)."""
+        f, r, t, rho = self._unpack(x, prob)
+        ref = prob.ref[prob.obs_p]
+        vals = [np.full(len(ref), f), r[prob.obs_t], t[prob.obs_t], r[ref], t[ref], rho[prob.obs_p]]
+        return [torch.from_numpy(np.ascontiguousarray(v)) for v in vals]
+
+    def _residual(self, x: np.ndarray, prob: _Problem) -> np.ndarray:
+        f, r, t, rho = self._unpack(x, prob)
+        with torch.no_grad():
+            proj = reproject(*self._gather(x, prob), self._uv(prob), prob.W / 2, prob.H / 2).numpy()
+        return np.concatenate([(proj - prob.obs_xy).ravel(), self._point_residual(x, rho, prob)])
+
+    def _uv(self, prob: _Problem) -> torch.Tensor:
+        return torch.from_numpy(prob.ref_xy[prob.obs_p])
+
+    def _point_residual(self, x: np.ndarray, rho: np.ndarray, prob: _Problem) -> np.ndarray:
+        if prob.prior_inv is None:
+            # gauge: a weak pull of every inverse depth towards 1 fixes the scale and lets pure rotation
+            # keep t = 0 (one residual per point keeps the Jacobian sparse; a mean would couple all points)
+            return GAUGE_WEIGHT * (rho - 1.0)
+        # log(rho) = log(prior) + per-frame log scale; frame 0's scale is fixed to 0, which sets the gauge
+        logs = np.concatenate([[0.0], x[len(x) - (prob.T - 1):]])
+        return self.opt.depth_weight * (np.log(np.maximum(rho, 1e-6)) - np.log(prob.prior_inv) - logs[prob.ref])
+
+    def _jacobian(self, x: np.ndarray, prob: _Problem) -> csr_matrix:
+        """Exact sparse Jacobian: torch autograd on the per-observation reprojection (rows are independent,
+        so the gradient of the summed u (then v) coordinate is each row's derivative)."""
+        T, P, M = prob.T, len(prob.ref), len(prob.obs_t)
+        inputs = [v.requires_grad_(True) for v in self._gather(x, prob)]
+        proj = reproject(*inputs, self._uv(prob), prob.W / 2, prob.H / 2)
+        ref = prob.ref[prob.obs_p]
+        rows, cols, vals = [], [], []
+        for k in (0, 1):
+            grads = torch.autograd.grad(proj[:, k].sum(), inputs, retain_graph=k == 0)
+            g = [gi.numpy().reshape(M, -1) for gi in grads]
+            row = 2 * np.arange(M) + k
+            rows.append(row), cols.append(np.zeros(M, int)), vals.append(g[0][:, 0])
+            for frames, gr, gt in ((prob.obs_t, g[1], g[2]), (ref, g[3], g[4])):
+                ok = frames > 0
+                for j in range(3):
+                    rows += [row[ok], row[ok]]
+                    cols += [1 + 3 * (frames[ok] - 1) + j, 1 + 3 * (T - 1) + 3 * (frames[ok] - 1) + j]
+                    vals += [gr[ok, j], gt[ok, j]]
+            rows.append(row), cols.append(1 + 6 * (T - 1) + prob.obs_p), vals.append(g[5][:, 0])
+        p = np.arange(P)
+        _, _, _, rho = self._unpack(x, prob)
+        if prob.prior_inv is None:
+            rows.append(2 * M + p), cols.append(1 + 6 * (T - 1) + p), vals.append(np.full(P, GAUGE_WEIGHT))
+        else:
+            w = self.opt.depth_weight
+            rows.append(2 * M + p), cols.append(1 + 6 * (T - 1) + p), vals.append(w / np.maximum(rho, 1e-6))
+            ok = prob.ref > 0
+            rows.append(2 * M + p[ok]), cols.append(1 + 6 * (T - 1) + P + prob.ref[ok] - 1), vals.append(np.full(ok.sum(), -w))
+        return coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(2 * M + P, len(x))).tocsr()
+
+    def _adjust(self, prob: _Problem, x0: np.ndarray, fix_focal: bool, nfev: int) -> np.ndarray:
+        lb = np.full_like(x0, -np.inf)
+        ub = np.full_like(x0, np.inf)
+        lb[1 + 6 * (prob.T - 1):1 + 6 * (prob.T - 1) + len(prob.ref)] = 0.0  # points in front of their reference camera (or at infinity)
+        lb[0], ub[0] = 0.2 * prob.W / 2, 5.0 * prob.W  # FoV between ~11 and ~157 degrees
+        if fix_focal:
+            lb[0], ub[0] = x0[0] * (1 - 1e-9), x0[0] * (1 + 1e-9)
+        x0 = np.clip(x0, lb, ub)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # thousands of tiny tensor ops: extra threads only add contention (10x slower)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sol = least_squares(self._residual, x0, jac=self._jacobian, bounds=(lb, ub),
+                                loss="cauchy", f_scale=self.opt.loss_px, x_scale="jac", max_nfev=nfev,
+                                method="trf", args=(prob,), tr_solver="lsmr")
+        torch.set_num_threads(threads)
+        return sol.x
+
+    def _reindex(self, x: np.ndarray, keep: np.ndarray, prob: _Problem) -> np.ndarray:
+        n = 1 + 6 * (prob.T - 1)
+        return np.concatenate([x[:n], x[n:n + len(prob.ref)][keep], x[n + len(prob.ref):]])
+
+    def _result(self, x, prob, keep, P, usable, motion, search) -> CameraResult:
+        f, r, t, rho = self._unpack(x, prob)
+        R = rodrigues(r)
+        view = np.tile(np.eye(4), (prob.T, 1, 1))
+        view[:, :3, :3], view[:, :3, 3] = R, t
+        K = intrinsics(f, prob.W, prob.H)
+        ray = np.concatenate([prob.ref_xy, np.ones((len(keep), 1))], 1) @ np.linalg.inv(K).T
+        cam = ray / np.maximum(rho, 1e-9)[:, None]
+        world = np.einsum("pji,pj->pi", R[prob.ref], cam - t[prob.ref])  # R^T (X - t)
+        points = np.full((P, 3), np.nan)
+        finite = rho > 1e-4
+        points[keep[finite]] = world[finite]
+        static = np.zeros(P, bool)
+        static[keep] = True
+        res = np.abs(self._residual(x, prob)[: 2 * len(prob.obs_t)])
+        centres = -np.einsum("tji,tj->ti", R, t)
+        depth = np.median(1 / rho[finite]) if finite.any() else np.inf
+        baseline = np.linalg.norm(centres - centres[0], axis=1).max() / depth
+        angle = np.degrees(np.linalg.norm(r, axis=1).max())
+        kind = "rotation" if baseline < self.opt.rotation_baseline else ("translation" if angle < 1.0 else "general")
+        info = {"fov_deg": float(np.degrees(2 * np.arctan(prob.W / 2 / f))), "fov_search": search,
+                "reproj_px_median": float(np.median(res)), "ba_tracks": int(len(keep)),
+                "ba_observations": int(len(prob.obs_t)), "baseline_over_depth": float(baseline),
+                "max_rotation_deg": float(angle), "usable_tracks": int(usable.sum()),
+                "median_track_motion_px": float(np.median(motion[usable]))}
+        return CameraResult(K, view, kind, static, points, True, info)
+
+    def _static(self, T, W, H, usable, motion) -> CameraResult:
+        fov = self.opt.fov_deg or DEFAULT_FOV_DEG
+        if self.opt.fov_deg is None:
+            warnings.warn(f"static camera: the focal length cannot be observed; assuming a {fov:.0f} degree "
+                          "horizontal FoV (pass --fov-deg if known)", stacklevel=3)
+        info = {"fov_deg": fov, "median_track_motion_px": float(np.median(motion[usable])),
+                "usable_tracks": int(usable.sum())}
+        return CameraResult(intrinsics(fov_to_focal(fov, W), W, H), np.tile(np.eye(4), (T, 1, 1)), "static",
+                            usable.copy(), np.full((len(usable), 3), np.nan), self.opt.fov_deg is not None, info)
+
+
+@dataclass(frozen=True)
+class CameraOptions:
+    fov_deg: float | None = None  # known horizontal FoV; None: search
+    fov_range: tuple[float, float] = (20.0, 90.0)
+    fov_step: float = 5.0
+    static_px: float = 0.5  # median track motion below which the camera counts as static
+    max_ba_tracks: int = 800
+    search_nfev: int = 15
+    final_nfev: int = 100
+    loss_px: float = 1.0  # Cauchy scale of the reprojection loss
+    outlier_px: float = 2.0  # tracks with a larger max residual are dynamic
+    rotation_baseline: float = 0.01  # camera path / scene depth below which motion is "rotation"
+    depth_weight: float = 2.0  # weight of the log-inverse-depth prior term (when a prior exists)
+
+
+def _track_motion(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    """Per track: largest distance from its first visible position (pixels)."""
+    first = vis.argmax(0)
+    start = xy[first, np.arange(xy.shape[1])]
+    d = np.linalg.norm(xy - start, axis=-1)
+    return np.where(vis, d, 0).max(0)
+
+
+def _subsample(idx: np.ndarray, xy, vis, n: int, W: int, H: int) -> np.ndarray:
+    """Up to ``n`` tracks, longest first, at most a few per image cell so all regions count."""
+    if len(idx) <= n:
+        return idx
+    length = vis[:, idx].sum(0)
+    order = idx[np.argsort(-length, kind="stable")]
+    first = vis[:, order].argmax(0)
+    p = xy[first, order]
+    cells = (p[:, 0] * 8 // W).astype(int) * 8 + (p[:, 1] * 8 // H).astype(int)
+    rank = np.zeros(len(order), int)
+    seen: dict[int, int] = {}
+    for i, c in enumerate(cells):
+        rank[i] = seen.get(c, 0)
+        seen[c] = rank[i] + 1
+    return np.sort(order[np.lexsort((np.arange(len(order)), rank))[:n]])
+
+
+def _problem(xy, vis, sel, W, H, prior_depth) -> _Problem:
+    T = vis.shape[0]
+    v = vis[:, sel]
+    ref = v.argmax(0)
+    ref_xy = xy[ref, sel].astype(np.float64)
+    t_idx, p_idx = np.nonzero(v & (np.arange(T)[:, None] != ref[None]))
+    prior = None
+    if prior_depth is not None:
+        from recon4d.priors.flow import sample
+
+        z = np.array([sample(prior_depth[r][..., None], q[None])[0, 0] for r, q in zip(ref, ref_xy)])
+        prior = 1.0 / np.maximum(z, 1e-6)
+    return _Problem(T, W, H, ref, ref_xy, t_idx, p_idx, xy[t_idx, sel[p_idx]].astype(np.float64), prior)
+
+
+def _homographies(xy, vis, usable, T) -> list:
+    homs = []
+    for t in range(1, T):
+        both = vis[t - 1] & vis[t] & usable
+        Hm = None
+        if both.sum() >= 8:
+            Hm, _ = cv2.findHomography(xy[t - 1, both], xy[t, both], cv2.RANSAC, 1.0)
+        homs.append(Hm)
+    return homs
+
+
+def triangulate(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.ndarray, sel: np.ndarray,
+                max_err_px: float = 2.0, min_angle_deg: float = 1.0) -> np.ndarray:
+    """World points ``[P, 3]`` of tracks ``sel`` by linear triangulation over all their visible frames;
+    NaN where the rays are nearly parallel (< ``min_angle_deg``) or the reprojection error is high."""
+    P = xy.shape[1]
+    out = np.full((P, 3), np.nan)
+    idx = np.flatnonzero(sel & (vis.sum(0) >= 2))
+    if not len(idx):
+        return out
+    Pm = K @ viewmats[:, :3, :]  # [T, 3, 4]
+    v = vis[:, idx].T  # [N, T]
+    uv = xy[:, idx].transpose(1, 0, 2)  # [N, T, 2]
+    rows = np.concatenate([uv[..., 0:1] * Pm[None, :, 2] - Pm[None, :, 0], uv[..., 1:2] * Pm[None, :, 2] - Pm[None, :, 1]], 1)
+    rows = rows * np.concatenate([v, v], 1)[..., None]
+    X = np.linalg.svd(rows)[2][:, -1]
+    X = X[:, :3] / np.where(np.abs(X[:, 3:]) > 1e-12, X[:, 3:], 1e-12)
+    cam = np.einsum("tij,nj->nti", viewmats[:, :3, :3], X) + viewmats[None, :, :3, 3]
+    proj = cam[..., :2] / np.maximum(cam[..., 2:], 1e-9) @ K[:2, :2].T + K[:2, 2]
+    err = np.where(v, np.linalg.norm(proj - uv, axis=-1), 0).max(1)
+    front = np.where(v, cam[..., 2] > 0, True).all(1)
+    centres = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
+    rays = X[:, None] - centres[None]
+    rays /= np.linalg.norm(rays, axis=-1, keepdims=True)
+    first, last = v.argmax(1), v.shape[1] - 1 - v[:, ::-1].argmax(1)
+    n = np.arange(len(idx))
+    angle = np.degrees(np.arccos(np.clip(np.sum(rays[n, first] * rays[n, last], -1), -1, 1)))
+    good = (err < max_err_px) & front & (angle > min_angle_deg)
+    out[idx[good]] = X[good]
+    return out

@@ -1,0 +1,222 @@
+"""Per-frame depth: providers behind one ``estimate`` call, and scale/shift alignment to the camera.
+
+Why several providers: a learned monocular model (Depth Anything V2) gives the
+best relative depth but needs weights; RGB-D phones give real depth; synth
+scenes have ground truth (for ablations of later stages); and a machine with no
+weights still needs *some* depth. Every provider returns ``(values [T,H,W],
+kind)`` with kind ``"depth"`` (camera z, any scale) or ``"disparity"`` (affine
+inverse depth, what Depth Anything predicts). :func:`align` then fits one scale
+and shift per frame, in the provider's own space, to the depths of the
+triangulated static tracks, so every depth map ends up in the camera's units.
+
+The fallback (:class:`SparseDepth`) is sparse-to-dense: the camera solve's
+static points, projected into each frame, interpolated over the image. It is
+only as good as the tracks: right at track positions, smooth in between, with
+no depth edges and object depth borrowed from the ground around them; a
+static camera triangulates nothing and gets a constant depth.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+FALLBACK_WARNING = (
+    "depth: no learned depth model available locally; using the offline fallback (triangulated track depth "
+    "interpolated between tracks). Expect coarse depth: correct at tracked points, smooth in between, no sharp "
+    "object edges, constant depth for a static camera. Pass --depth-model DIR with Depth Anything V2 weights "
+    "or --depth PATH with depth files for better depth."
+)
+
+
+@dataclass(frozen=True)
+class DepthAnythingV2:
+    """Depth Anything V2 through ``transformers`` (a local directory, or a hub id already in the HF cache)."""
+
+    model: str = "depth-anything/Depth-Anything-V2-Small-hf"
+    batch: int = 4
+    name: str = "depth-anything-v2"
+    kind: str = "disparity"
+
+    def available(self) -> bool:
+        """True when the weights are on this machine (no download is attempted)."""
+        if Path(self.model).is_dir():
+            return (Path(self.model) / "config.json").exists()
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            return isinstance(try_to_load_from_cache(self.model, "config.json"), str)
+        except ImportError:
+            return False
+
+    def load(self):
+        """(processor or None, model) loaded offline; processor is None for a bare config directory."""
+        from transformers import AutoImageProcessor, AutoModelForDepthEstimation
+
+        model = AutoModelForDepthEstimation.from_pretrained(self.model, local_files_only=True).eval()
+        try:
+            proc = AutoImageProcessor.from_pretrained(self.model, local_files_only=True)
+        except OSError:
+            proc = None
+        return proc, model
+
+    def estimate(self, frames: np.ndarray, progress: bool = True) -> tuple[np.ndarray, str]:
+        import torch
+
+        proc, model = self.load()
+        T, H, W = frames.shape[:3]
+        out = np.empty((T, H, W), np.float32)
+        for i in tqdm(range(0, T, self.batch), desc="depth (DA-V2)", disable=not progress, leave=False):
+            x = _preprocess(frames[i:i + self.batch], proc)
+            with torch.no_grad():
+                pred = model(pixel_values=x).predicted_depth
+            pred = torch.nn.functional.interpolate(pred[:, None], size=(H, W), mode="bilinear", align_corners=False)
+            out[i:i + len(x)] = pred[:, 0].numpy()
+        return out, self.kind
+
+
+def _preprocess(frames: np.ndarray, proc):
+    """Pixel values for the model: the checkpoint's processor, or (no processor) 518-multiple-of-14 ImageNet norm."""
+    import torch
+
+    if proc is not None:
+        return proc(images=list(frames), return_tensors="pt")["pixel_values"]
+    H, W = frames.shape[1:3]
+    s = 518 / max(H, W)
+    size = (max(14, round(W * s / 14) * 14), max(14, round(H * s / 14) * 14))
+    x = np.stack([cv2.resize(f, size, interpolation=cv2.INTER_CUBIC) for f in frames]).astype(np.float32) / 255
+    x = (x - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
+    return torch.from_numpy(x.transpose(0, 3, 1, 2).astype(np.float32))
+
+
+@dataclass(frozen=True)
+class UserDepth:
+    """Depth files from the user, one per frame in name order: ``.npy`` (metres), 16-bit ``.png``
+    (millimetres, as RGB-D phones and TUM/ScanNet write them) or ``.exr`` (metres)."""
+
+    path: str
+    png_scale: float = 1000.0
+    name: str = "files"
+    kind: str = "depth"
+
+    def estimate(self, frames: np.ndarray, indices: list[int] | None = None, progress: bool = True):
+        files = sorted(p for p in Path(self.path).iterdir() if p.suffix.lower() in {".npy", ".png", ".exr"})
+        T, H, W = frames.shape[:3]
+        indices = indices if indices is not None else list(range(T))
+        if len(files) <= max(indices):
+            raise ValueError(f"depth folder {self.path} has {len(files)} files; frame {max(indices)} needs more")
+        out = np.empty((T, H, W), np.float32)
+        for n, i in enumerate(indices):
+            d = _read_depth(files[i], self.png_scale)
+            out[n] = cv2.resize(d, (W, H), interpolation=cv2.INTER_NEAREST) if d.shape != (H, W) else d
+        return out, self.kind
+
+
+def _read_depth(f: Path, png_scale: float) -> np.ndarray:
+    if f.suffix.lower() == ".npy":
+        return np.load(f).astype(np.float32)
+    if f.suffix.lower() == ".exr":
+        os.environ.setdefault("OPENCV_IO_ENABLE_OPENEXR", "1")
+    d = cv2.imread(str(f), cv2.IMREAD_ANYDEPTH | cv2.IMREAD_UNCHANGED)
+    if d is None:
+        raise ValueError(f"cannot read depth file {f}")
+    d = d[..., 0] if d.ndim == 3 else d
+    return d.astype(np.float32) / (png_scale if f.suffix.lower() == ".png" else 1.0)
+
+
+@dataclass(frozen=True)
+class SynthGTDepth:
+    """Ground-truth depth of a ``recon4d synth`` scene (ablations and tests of later stages only)."""
+
+    folder: str
+    name: str = "gt"
+    kind: str = "depth"
+
+    def estimate(self, frames: np.ndarray, indices: list[int], progress: bool = True):
+        d = np.load(Path(self.folder) / "gt" / "depth.npz")["depth"][indices]
+        T, H, W = frames.shape[:3]
+        if d.shape[1:] != (H, W):
+            d = np.stack([cv2.resize(x, (W, H), interpolation=cv2.INTER_AREA) for x in d])
+        return d.astype(np.float32), self.kind
+
+
+@dataclass(frozen=True)
+class SparseDepth:
+    """Offline fallback: interpolate the depth of triangulated static points in each frame."""
+
+    name: str = "sparse-fallback"
+    kind: str = "depth"
+
+    def estimate(self, frames: np.ndarray, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,
+                 xy: np.ndarray, vis: np.ndarray, progress: bool = True):
+        from scipy.interpolate import griddata
+
+        T, H, W = frames.shape[:3]
+        ok = np.isfinite(points).all(1)
+        out = np.ones((T, H, W), np.float32)
+        if ok.sum() < 4:
+            warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)
+            return out, self.kind
+        gy, gx = np.mgrid[0:H, 0:W] + 0.5
+        for t in tqdm(range(T), desc="depth (sparse)", disable=not progress, leave=False):
+            sel = ok & vis[t]
+            if sel.sum() < 4:
+                sel = ok
+            cam = points[sel] @ viewmats[t, :3, :3].T + viewmats[t, :3, 3]
+            z = cam[:, 2]
+            front = z > 1e-6
+            uv = xy[t, sel][front]
+            inv = 1.0 / z[front]
+            # interpolate inverse depth (far points have little weight); nearest outside the hull
+            lin = griddata(uv, inv, (gx, gy), method="linear")
+            near = griddata(uv, inv, (gx, gy), method="nearest")
+            inv_map = np.where(np.isfinite(lin), lin, near)
+            inv_map = cv2.GaussianBlur(inv_map.astype(np.float32), (0, 0), 1.5)
+            out[t] = 1.0 / np.maximum(inv_map, 1e-6)
+        return out, self.kind
+
+
+def align(values: np.ndarray, kind: str, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,
+          xy: np.ndarray, vis: np.ndarray, min_points: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Depth ``[T,H,W]`` in camera units and per-frame (scale, shift) ``[T, 2]``.
+
+    Fits target ≈ s·values + b per frame (target = z for depth, 1/z for disparity) by least squares with
+    two rounds of outlier trimming; frames with too few points take the median fit of the others.
+    """
+    from recon4d.priors.flow import sample
+
+    T = len(values)
+    fits = np.full((T, 2), np.nan)
+    ok = np.isfinite(points).all(1)
+    for t in range(T):
+        sel = ok & vis[t]
+        if sel.sum() < min_points:
+            continue
+        cam = points[sel] @ viewmats[t, :3, :3].T + viewmats[t, :3, 3]
+        front = cam[:, 2] > 1e-6
+        z = cam[front, 2]
+        v = sample(values[t][..., None], xy[t, sel][front])[:, 0]
+        target = z if kind == "depth" else 1.0 / z
+        keep = np.ones(len(v), bool)
+        for _ in range(3):
+            A = np.stack([v[keep], np.ones(keep.sum())], 1)
+            s, b = np.linalg.lstsq(A, target[keep], rcond=None)[0]
+            r = np.abs(s * v + b - target)
+            keep = r <= max(np.percentile(r, 80), 1e-9)
+            if keep.sum() < min_points:
+                break
+        fits[t] = s, b
+    good = np.isfinite(fits[:, 0])
+    if not good.any():
+        return (values if kind == "depth" else 1.0 / np.maximum(values, 1e-6)).astype(np.float32), np.tile([1.0, 0.0], (T, 1))
+    fits[~good] = np.median(fits[good], 0)
+    mapped = fits[:, 0, None, None] * values + fits[:, 1, None, None]
+    if kind == "disparity":
+        mapped = 1.0 / np.maximum(mapped, 1e-6)
+    return np.maximum(mapped, 1e-6).astype(np.float32), fits

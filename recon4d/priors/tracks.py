@@ -1,0 +1,130 @@
+"""Long-term 2D point tracks.
+
+Why flow chaining by default: it needs no weights and reuses the flow already
+computed. Each step moves a point by the forward flow and keeps it only when
+the backward flow brings it back (forward-backward check): that rejects points
+that get occluded, leave the image or sit where the flow is unreliable. Where
+tracks die, new ones are seeded (corners on a grid, so the image stays covered)
+and chained both forward and backward in time from their seed frame, so a track
+seeded late still reaches back as far as the flow lets it. Chaining alone
+drifts (DIS slightly under-estimates flow, and errors add up frame after
+frame), so every chained position is refined by Lucas-Kanade against the
+track's seed frame (the anchor) and the correction is kept when it is small:
+errors then no longer accumulate along the track. CoTracker3 would plug
+in behind the same ``compute``; it is not bundled because its weights cannot be
+fetched offline.
+
+Positions are pixels with pixel centres at +0.5 (the rasterizer's convention);
+``visible[t, p]`` is False where the track is not established (before its first
+or after its last valid step), and there ``xy`` repeats the nearest valid position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from recon4d.priors.flow import sample
+
+
+@dataclass(frozen=True)
+class ChainedTracks:
+    """Flow-chained tracks with forward-backward checks and re-seeding."""
+
+    spacing: int = 8  # seed grid cell in pixels: one track per cell at most
+    fb_thresh: float = 0.6  # forward-backward error in pixels above which a step is rejected
+    fb_rel: float = 0.05  # ... plus this fraction of the flow magnitude
+    max_tracks: int = 6000
+    border: float = 1.0  # points closer than this to the image edge are dropped
+    anchor_win: int = 9  # Lucas-Kanade window (pixels) of the refinement against the seed frame
+    anchor_max_px: float = 2.0  # larger anchor corrections are distrusted (appearance changed): keep the chain
+    name: str = "chained"
+
+    def compute(self, frames: np.ndarray, fwd: np.ndarray, bwd: np.ndarray, progress: bool = True):
+        """(xy ``[T, P, 2]`` float32, visible ``[T, P]`` bool, seed frame ``[P]`` int)."""
+        T, H, W = frames.shape[:3]
+        gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
+        xy = np.zeros((T, 0, 2), np.float32)
+        vis = np.zeros((T, 0), bool)
+        seeds = np.zeros(0, int)
+        for t in tqdm(range(T), desc="tracks", unit="frame", disable=not progress, leave=False):
+            if t > 0 and len(seeds):  # advance every track alive at t-1
+                alive = vis[t - 1] & (seeds <= t - 1)
+                nxt, ok = self._step(xy[t - 1, alive], fwd[t - 1], bwd[t - 1], W, H)
+                idx = np.flatnonzero(alive)
+                xy[t, idx] = nxt
+                vis[t, idx[ok]] = True
+                self._anchor(gray, xy[t], vis[t], xy, seeds, t)
+            new = self._seed(gray[t], xy[t, vis[t]], W, H, len(seeds))
+            if len(new):
+                block = np.zeros((T, len(new), 2), np.float32)
+                bvis = np.zeros((T, len(new)), bool)
+                block[t], bvis[t] = new, True
+                for s in range(t - 1, -1, -1):  # chain the new seeds back in time
+                    alive = bvis[s + 1]
+                    if not alive.any():
+                        break
+                    prev, ok = self._step(block[s + 1, alive], bwd[s], fwd[s], W, H)
+                    idx = np.flatnonzero(alive)
+                    block[s, idx] = prev
+                    bvis[s, idx[ok]] = True
+                    self._anchor(gray, block[s], bvis[s], block, np.full(len(new), t), s)
+                xy = np.concatenate([xy, block], 1)
+                vis = np.concatenate([vis, bvis], 1)
+                seeds = np.concatenate([seeds, np.full(len(new), t)])
+        return _fill_invisible(xy, vis), vis, seeds
+
+    def _step(self, pts: np.ndarray, flow: np.ndarray, back: np.ndarray, W: int, H: int):
+        """Move ``pts`` by ``flow``; ok where ``back`` returns them within the threshold and in the image."""
+        f = sample(flow, pts)
+        nxt = pts + f
+        err = np.linalg.norm(nxt + sample(back, nxt) - pts, axis=1)
+        b = self.border
+        inside = (nxt[:, 0] >= b) & (nxt[:, 0] <= W - b) & (nxt[:, 1] >= b) & (nxt[:, 1] <= H - b)
+        return nxt, inside & (err < self.fb_thresh + self.fb_rel * np.linalg.norm(f, axis=1))
+
+    def _anchor(self, gray: list, pos: np.ndarray, alive: np.ndarray, xy: np.ndarray, seeds: np.ndarray, t: int) -> None:
+        """Refine ``pos`` (frame t) in place by LK from each track's seed frame, started at the chained position."""
+        win = (self.anchor_win, self.anchor_win)
+        crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.01)
+        for s in np.unique(seeds[alive]):
+            idx = np.flatnonzero(alive & (seeds == s))
+            if s == t:
+                continue
+            src = (xy[s, idx] - 0.5).reshape(-1, 1, 2).astype(np.float32)
+            init = (pos[idx] - 0.5).reshape(-1, 1, 2).astype(np.float32)
+            out, st, _ = cv2.calcOpticalFlowPyrLK(gray[s], gray[t], src, init.copy(), winSize=win, maxLevel=0,
+                                                  criteria=crit, flags=cv2.OPTFLOW_USE_INITIAL_FLOW)
+            out = out.reshape(-1, 2) + 0.5
+            ok = (st[:, 0] == 1) & (np.linalg.norm(out - pos[idx], axis=1) < self.anchor_max_px)
+            pos[idx[ok]] = out[ok]
+
+    def _seed(self, gray: np.ndarray, live: np.ndarray, W: int, H: int, count: int) -> np.ndarray:
+        """Corners in grid cells that no live track occupies (at most ``max_tracks`` in all)."""
+        room = self.max_tracks - count
+        if room <= 0:
+            return np.zeros((0, 2), np.float32)
+        s = self.spacing
+        mask = np.full((H, W), 255, np.uint8)
+        for x, y in live.astype(int):
+            cv2.circle(mask, (int(x), int(y)), s, 0, -1)
+        pts = cv2.goodFeaturesToTrack(gray, maxCorners=room, qualityLevel=0.01, minDistance=s, mask=mask, blockSize=5)
+        if pts is None:
+            return np.zeros((0, 2), np.float32)
+        pts = pts.reshape(-1, 2) + 0.5  # integer pixel index -> pixel centre
+        m = 2 * self.border
+        keep = (pts[:, 0] > m) & (pts[:, 0] < W - m) & (pts[:, 1] > m) & (pts[:, 1] < H - m)
+        return pts[keep].astype(np.float32)
+
+
+def _fill_invisible(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    """Copy each track's first/last visible position into the frames before/after its run."""
+    T = xy.shape[0]
+    first = vis.argmax(0)
+    last = T - 1 - vis[::-1].argmax(0)
+    t = np.arange(T)[:, None]
+    src = np.clip(t, first, last)
+    return np.take_along_axis(xy, src[..., None].repeat(2, -1), 0).astype(np.float32)

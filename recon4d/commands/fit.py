@@ -1,62 +1,77 @@
-"""`recon4d fit`: reconstruct a 4D feature field from a video (issues 5 and 6).
+"""`recon4d fit --video PATH`: a video in, a 4D feature field out, in one command.
 
-Only preprocessing exists so far (issue 5): `--stop-after priors` runs ingestion
-and every prior into `<out>/<name>/` and prints a short report. Without it the
-command still runs preprocessing, then says that optimisation is not built and
-exits 2. The optimisation stages will extend `FitConfig` and the dispatch below.
+Runs preprocessing (frames + priors), then the staged optimisation, into
+``<out>/<name>/`` (layout in ../shared/DESIGN.md). Re-running resumes from what the
+folder holds; ``--stop-after`` ends after a stage. Presets live in configs/fit_*.toml;
+every FitConfig field can be overridden on the command line (``--config.steps.joint 3000``).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import sys
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import tyro
 
-from recon4d.fit.preprocess import PreprocessConfig
+from recon4d.commands._args import option_value
+
+from recon4d.fit.trainer import FitConfig
 
 
 @dataclass
-class FitConfig(PreprocessConfig):
-    """Reconstruct a 4D feature field from a monocular video."""
-
-    stop_after: Literal["priors"] | None = None
-    """Stop after this stage (priors: frames + depth, flow, tracks, masks, camera)."""
+class FitCommand:
+    video: Path
+    """Input: an mp4/mov/avi/webm, a folder of frames, a DAVIS sequence folder, or a `recon4d synth` scene."""
+    out: Path = Path("out")
+    """Parent folder of the scene folder."""
+    name: str | None = None
+    """Scene folder name (default: the input's name)."""
+    preset: str = "auto"
+    """configs/fit_<preset>.toml: cpu-preview, default, quality; auto = cpu-preview without a GPU."""
+    priors: Literal["auto", "gt"] = "auto"
+    """gt: exact priors from a `recon4d synth` scene's ground truth (isolates the optimiser)."""
+    teacher: tuple[str, ...] = ()
+    """Feature teachers to distil (cached in priors/teachers/; built in: patch)."""
+    stop_after: Literal["priors", "static", "scaffold", "joint", "features"] | None = None
+    resume: bool = False
+    """Continue from the checkpoint in <scene>/model (otherwise an existing model is refitted)."""
+    config: FitConfig = field(default_factory=FitConfig)
 
 
 def main(argv: list[str]) -> int:
-    cfg = tyro.cli(FitConfig, args=argv, prog="recon4d fit")
-    from recon4d.fit.preprocess import run_preprocess
-    from recon4d.io.frames import IngestError
+    import torch
 
-    start = time.perf_counter()
+    from recon4d.fit.data import MissingStageError
+    from recon4d.fit.pipeline import FitJob, run_fit
+    from recon4d.fit.presets import load_preset
+
+    preset = option_value(argv, "--preset", "auto")
+    if preset == "auto":
+        preset = "default" if torch.cuda.is_available() else "cpu-preview"
     try:
-        scene = run_preprocess(cfg)
-    except (IngestError, ValueError, FileNotFoundError) as err:
-        print(f"recon4d fit: {err}", file=sys.stderr)
+        base = load_preset(preset)
+    except ValueError as exc:
+        print(f"recon4d fit: {exc}", file=sys.stderr)
         return 2
-    print(summary(json.loads((scene / "priors" / "report.json").read_text()), scene))
-    print(f"priors done in {time.perf_counter() - start:.1f}s")
-    if cfg.stop_after == "priors":
-        return 0
-    print("recon4d fit: optimisation stages are not built yet (issue 6); stopped after priors.", file=sys.stderr)
-    return 2
-
-
-def summary(r: dict, scene) -> str:
-    """The short report: frames, tracks kept, camera motion, time per step, and GT metrics when present."""
-    steps = ", ".join(f"{k} {v:.1f}s" for k, v in r["time_s"].items())
-    lines = [f"{scene}: {r['frames']} frames {r['width']}x{r['height']}, {r['tracks_kept']} tracks kept "
-             f"({r['tracks_static_ba']} static in BA), camera {r['motion_type']}, FoV {r['fov_deg']:.1f} deg, "
-             f"depth {r['depth_provider']}", f"time: {steps}"]
-    if "user_mask_tracks" in r:
-        m = r["user_mask_tracks"]
-        lines.append(f"user mask: {m['seeded_inside']} tracks seeded inside, stay inside {m['stay_strict']}, "
-                     f"within 3px {m['stay_within_3px']}")
-    if "rot_err_deg" in r:
-        lines.append("ground truth: " + ", ".join(f"{k} {r[k]}" for k in
-                     ("rot_err_deg", "trans_dir_err_deg", "focal_err_rel", "track_err_px", "mask_iou")))
-    return "\n".join(lines)
+    defaults = FitCommand(video=Path("."), config=base)
+    cmd = tyro.cli(FitCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d fit")
+    if not cmd.video.exists():
+        print(f"recon4d fit: input {cmd.video} does not exist", file=sys.stderr)
+        return 2
+    name = cmd.name or (cmd.video.stem if cmd.video.is_file() else cmd.video.resolve().name)
+    job = FitJob(scene_dir=cmd.out / name, source=cmd.video, config=cmd.config, priors=cmd.priors,
+                 teachers=cmd.teacher, stop_after=cmd.stop_after, resume=cmd.resume)
+    if not cmd.resume and (job.scene_dir / "model" / "scene.json").exists() and cmd.stop_after is None:
+        job.resume = True  # the folder is a cache: re-running continues (use a new --name to refit)
+    try:
+        metrics = run_fit(job)
+    except MissingStageError as exc:
+        print(f"recon4d fit: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    print(f"scene: {job.scene_dir}  ({', '.join(f'{k}={v:.3g}' for k, v in metrics.items() if isinstance(v, float))})")
+    return 0

@@ -1,1 +1,1 @@
-"""The stages of ``recon4d fit``: preprocessing (``preprocess``) and, later, the optimisation stages."""
+"""Fitting a video: preprocessing (priors), initialisation, staged optimisation, checkpoints."""

@@ -11,6 +11,7 @@ scene may be private and viser has no authentication.
 from __future__ import annotations
 
 import math
+import signal
 import threading
 import time
 
@@ -135,8 +136,18 @@ class SceneViewer:
         self.server.stop()
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(fitted: FittedScene, host: str = "127.0.0.1", port: int = 8080, log=print) -> None:
-    """Run the viewer until Ctrl-C, then shut the server down cleanly."""
+    """Run the viewer until Ctrl-C (or SIGTERM), then shut the server down cleanly.
+
+    The handlers are installed explicitly because a process started in the background
+    inherits an ignored SIGINT, and then Ctrl-C / ``kill -INT`` would do nothing.
+    """
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     viewer = SceneViewer(fitted, host, port)
     log(f"viewer: {viewer.url}  (Ctrl-C to stop)")
     try:

@@ -1,8 +1,9 @@
 """`recon4d vqa <step>`: the VLM bridge (issue 8).
 
 Steps are dispatched by name so each one builds only its own typed config with
-tyro. ``extract-eval`` is built; ``run`` and ``extract`` answer that they are not
-built yet instead of pretending.
+tyro: ``extract`` (teacher features into a scene folder), ``run`` (the VLM4D
+evaluation over the three modalities) and ``extract-eval`` (the answer extractor
+against VLM4D's judged outputs).
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import tyro
 
-from recon4d.commands._pending import not_built
-
 STEPS = {
     "extract-eval": "score the answer extractor against VLM4D's judge-graded outputs",
-    "run": "answer VLM4D questions from raw video, global-view video or the feature field (not built yet)",
-    "extract": "extract teacher features from a VLM's vision encoder into a scene folder (not built yet)",
+    "run": "answer VLM4D questions from raw video, global-view video or the feature field",
+    "extract": "extract teacher features from a VLM's vision encoder into a scene folder",
 }
 
 
@@ -57,6 +57,78 @@ def extract_eval(config: ExtractEvalConfig) -> int:
     return 0
 
 
+Model = Literal["tiny", "qwen2.5-vl", "internvideo2"]
+
+
+@dataclass
+class ExtractConfig:
+    """Write <scene>/priors/teachers/<teacher>.safetensors (key `features`, float32 [T,h,w,C]) for `recon4d fit`."""
+
+    scene: Path
+    """Scene folder with frames/ (made by `recon4d fit --stop-after priors`)."""
+    model: Model = "tiny"
+    """VLM whose vision encoder is the teacher; `tiny` is a seeded random model that runs offline."""
+    model_path: str | None = None
+    """Local checkpoint directory (or hub id, if online) for the real models."""
+
+
+def extract(config: ExtractConfig) -> int:
+    from vqa_bridge.adapters import load_adapter
+    from vqa_bridge.modalities import read_frames
+    from vqa_bridge.teacher import extract_teacher, write_teacher_file
+
+    try:
+        frames = read_frames(config.scene)
+        adapter = load_adapter(config.model, config.model_path, vision_only=True)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"recon4d vqa extract: {err}", file=sys.stderr)
+        return 2
+    features, cls = extract_teacher(adapter, frames)
+    path = write_teacher_file(config.scene, adapter.teacher_name, features, cls)
+    print(f"{path}: features {list(features.shape)}" + (f", cls {list(cls.shape)}" if cls is not None else ""))
+    return 0
+
+
+@dataclass
+class RunConfig:
+    """Answer VLM4D questions from raw video, global-view video and/or the feature field; JSONL + summary tables."""
+
+    qa: Path
+    """VLM4D-format question file (e.g. ../shared/data/vlm4d/vlm4d_real_mc_davis.json or a synth qa.json)."""
+    scenes: Path
+    """Folder of fitted scene folders, one per video (DAVIS sequence name or synth scene id)."""
+    out: Path
+    """Output folder: results.jsonl (resumable), summary.md, summary.csv."""
+    modalities: tuple[Literal["raw", "global-video", "feature-field"], ...] = ("raw", "global-video", "feature-field")
+    prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")
+    """Prompt modes: chain of thought and direct output, verbatim as VLM4D."""
+    model: Model = "tiny"
+    model_path: str | None = None
+    n_frames: int = 8
+    """Frames sampled per video, np.linspace(0, N-1, n) rounded, as VLM4D."""
+    max_new_tokens_cot: int = 512
+    max_new_tokens_do: int = 16
+
+
+def run(config: RunConfig) -> int:
+    from vqa_bridge.adapters import Generation, load_adapter
+    from vqa_bridge.evaluate import run_vlm4d
+
+    try:
+        adapter = load_adapter(config.model, config.model_path)
+        outcome = run_vlm4d(config.qa, config.scenes, config.out, adapter, config.model, config.modalities,
+                            config.prompt, config.n_frames,
+                            Generation(config.max_new_tokens_cot, config.max_new_tokens_do),
+                            log=lambda m: print(m, file=sys.stderr))
+    except (FileNotFoundError, ValueError) as err:
+        print(f"recon4d vqa run: {err}", file=sys.stderr)
+        return 2
+    print(outcome.summary)
+    print(f"answered {outcome.answered}, already done {outcome.skipped_done}, problems {len(outcome.problems)}; "
+          f"results in {config.out}")
+    return 0
+
+
 def usage() -> str:
     rows = "\n".join(f"  {name:<13} {summary}" for name, summary in STEPS.items())
     return f"usage: recon4d vqa <step> [options]\n\nsteps:\n{rows}\n\n`recon4d vqa <step> --help` for options."
@@ -69,7 +141,9 @@ def main(argv: list[str]) -> int:
     step, rest = argv[0], argv[1:]
     if step == "extract-eval":
         return extract_eval(tyro.cli(ExtractEvalConfig, args=rest, prog="recon4d vqa extract-eval"))
-    if step in STEPS:
-        return not_built(f"vqa {step}", 8)
+    if step == "extract":
+        return extract(tyro.cli(ExtractConfig, args=rest, prog="recon4d vqa extract"))
+    if step == "run":
+        return run(tyro.cli(RunConfig, args=rest, prog="recon4d vqa run"))
     print(f"recon4d vqa: unknown step {step!r}\n\n{usage()}", file=sys.stderr)
     return 2

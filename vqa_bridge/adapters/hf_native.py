@@ -22,7 +22,7 @@ from torch import Tensor
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.vision_utils import get_vision_window_index
 
-from vqa_bridge.adapters.base import VisionLanguageAdapter, VisionTokens
+from vqa_bridge.adapters.base import VisionLanguageAdapter, VisionTokens, cpu_threads
 
 # Qwen2.5-VL's image normalisation (the OpenAI CLIP constants its processor uses).
 QWEN_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -69,6 +69,7 @@ class QwenVLAdapter(VisionLanguageAdapter):
         unit = self.vision.spatial_merge_size ** 2
         return (window_index[:, None] * unit + torch.arange(unit)).reshape(-1)
 
+    @cpu_threads
     @torch.no_grad()
     def extract_tokens(self, frames: Tensor) -> VisionTokens:
         grid = self._grid(frames.shape[0])
@@ -104,12 +105,14 @@ class QwenVLAdapter(VisionLanguageAdapter):
         return BaseModelOutputWithPooling(pooler_output=(merged,))
 
     # -- language side ----------------------------------------------------------------------
+    @cpu_threads
     @torch.no_grad()
     def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
         self.model.model.rope_deltas = None
         inputs = self._inputs(frames.shape[0], prompt)
         return self.model(**inputs, pixel_values_videos=self._pixels(frames)).logits[0].float()
 
+    @cpu_threads
     @torch.no_grad()
     def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
         self.model.model.rope_deltas = None
@@ -122,11 +125,13 @@ class QwenVLAdapter(VisionLanguageAdapter):
                                   pad_token_id=self.tokenizer.pad_token_id)
         return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
+    @cpu_threads
     @torch.no_grad()
     def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
         inputs = self._inputs(frames.shape[0], prompt)
         return self._generate(inputs, max_new_tokens, pixel_values_videos=self._pixels(frames))
 
+    @cpu_threads
     @torch.no_grad()
     def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
         inputs = self._inputs(tokens.grid.shape[0], prompt)

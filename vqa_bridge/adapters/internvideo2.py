@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from vqa_bridge.adapters.base import VisionLanguageAdapter, VisionTokens
+from vqa_bridge.adapters.base import VisionLanguageAdapter, VisionTokens, cpu_threads
 
 # InternVideo2-Chat's demo normalises 224x224 frames with the ImageNet constants.
 IV2_MEAN = (0.485, 0.456, 0.406)
@@ -62,6 +62,7 @@ class InternVideo2Adapter(VisionLanguageAdapter):
         dtype = next(self.model.vision_encoder.parameters()).dtype
         return ((x - mean) / std)[None].to(dtype)
 
+    @cpu_threads
     @torch.no_grad()
     def extract_tokens(self, frames: Tensor) -> VisionTokens:
         T = frames.shape[0]
@@ -108,19 +109,23 @@ class InternVideo2Adapter(VisionLanguageAdapter):
         """A pixel tensor of the right clip shape; its values are never read (the encoder is replaced)."""
         return torch.zeros(1, tokens.grid.shape[0], 3, self.image_size, self.image_size)
 
+    @cpu_threads
     @torch.no_grad()
     def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
         return self._logits(self._video(frames), prompt)
 
+    @cpu_threads
     @torch.no_grad()
     def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
         with self._encoder_output(tokens):
             return self._logits(self._placeholder(tokens), prompt)
 
+    @cpu_threads
     @torch.no_grad()
     def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
         return self._answer(self._video(frames), prompt, max_new_tokens)
 
+    @cpu_threads
     @torch.no_grad()
     def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
         with self._encoder_output(tokens):

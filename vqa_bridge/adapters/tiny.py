@@ -56,11 +56,13 @@ def tiny_qwen_config(tokenizer: PreTrainedTokenizerFast) -> Qwen2_5_VLConfig:
 
 
 def tiny_adapter(seed: int = 0) -> QwenVLAdapter:
-    """The tiny model behind ``--model tiny``; float32, eager attention, identical for a given seed."""
+    """The tiny model behind ``--model tiny``; float32, eager attention, one CPU thread, same for a given seed."""
     tokenizer = byte_tokenizer()
     config = tiny_qwen_config(tokenizer)
     config._attn_implementation = "eager"
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen2_5_VLForConditionalGeneration(config)
-    return QwenVLAdapter(model.float(), tokenizer, image_size=IMAGE_SIZE, teacher_name="tiny")
+    adapter = QwenVLAdapter(model.float(), tokenizer, image_size=IMAGE_SIZE, teacher_name="tiny")
+    adapter.threads = 1
+    return adapter

@@ -1,0 +1,107 @@
+"""The three inputs the VLM is compared on, built from a fitted scene folder.
+
+``raw``: the scene's own frames (the 2D video). ``global-video``: the fitted scene
+rendered from DESIGN.md's global camera, RGB. ``feature-field``: the same camera,
+but the rendered latent is pooled to the teacher's token grid and decoded by the
+scene's head for that teacher, so it replaces the VLM's vision encoder output.
+All three use the frames VLM4D samples: ``np.linspace(0, N-1, n)`` rounded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+from safetensors import safe_open
+from torch import Tensor
+
+from vqa_bridge.adapters.base import VisionTokens
+
+MODALITIES = ("raw", "global-video", "feature-field")
+
+
+class ShortVideoError(ValueError):
+    """The video has fewer frames than the evaluation samples."""
+
+
+def sample_indices(total: int, n_frames: int) -> list[int]:
+    """VLM4D's frame sampling; a video shorter than ``n_frames`` is an error, not a repeat."""
+    if total < n_frames:
+        raise ShortVideoError(f"video has {total} frames, fewer than the {n_frames} asked for")
+    return np.linspace(0, total - 1, n_frames).round().astype(int).tolist()
+
+
+def read_frames(scene: Path) -> Tensor:
+    """``<scene>/frames/*.jpg|png`` as [N,H,W,3] float in [0,1]."""
+    files = sorted((scene / "frames").glob("*.jpg")) or sorted((scene / "frames").glob("*.png"))
+    if not files:
+        raise FileNotFoundError(f"no frames in {scene / 'frames'}")
+    images = np.stack([cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB) for f in files])
+    return torch.from_numpy(images).float() / 255.0
+
+
+class SceneInputs:
+    """Builds the inputs of one scene folder, loading frames and the fitted model once.
+
+    Built inputs are kept per (modality, frames): every question on a video samples
+    the same frames, so a scene is rendered once per modality, not once per question.
+    """
+
+    def __init__(self, folder: Path, teacher: str):
+        self.folder = Path(folder)
+        self.teacher = teacher
+        self._frames: Tensor | None = None
+        self._fitted = None
+        self._built: dict[tuple[str, tuple[int, ...]], Tensor | VisionTokens] = {}
+
+    def frame_count(self) -> int:
+        return self.frames().shape[0]
+
+    def frames(self) -> Tensor:
+        if self._frames is None:
+            self._frames = read_frames(self.folder)
+        return self._frames
+
+    def fitted(self):
+        if self._fitted is None:
+            from recon4d.render.fitted import load_fitted
+
+            self._fitted = load_fitted(self.folder)
+        return self._fitted
+
+    def build(self, modality: str, times: list[int]) -> Tensor | VisionTokens:
+        """Frames [n,H,W,3] for the video modalities, VisionTokens for the feature field."""
+        key = (modality, tuple(times))
+        if key not in self._built:
+            self._built[key] = self._build(modality, times)
+        return self._built[key]
+
+    def _build(self, modality: str, times: list[int]) -> Tensor | VisionTokens:
+        if modality == "raw":
+            return self.frames()[times]
+        if modality not in MODALITIES:
+            raise ValueError(f"unknown modality {modality!r}; choose from {', '.join(MODALITIES)}")
+        from recon4d.render.cameras import camera_path
+        from recon4d.render.video import render_frame
+
+        fitted = self.fitted()
+        cams = camera_path("global", fitted.scene, fitted.data, times)
+        if modality == "global-video":
+            with torch.no_grad():
+                return torch.stack([render_frame(fitted, cams, i, ())["rgb"] for i in range(len(times))])
+        if self.teacher not in fitted.heads:
+            have = ", ".join(fitted.heads) or "none"
+            raise ValueError(f"the fit has no decoder head for teacher {self.teacher!r} (has: {have}); run "
+                             f"`recon4d vqa extract --scene {self.folder}` and re-fit")
+        with torch.no_grad():
+            grid = torch.stack([render_frame(fitted, cams, i, (self.teacher,))[f"decoded.{self.teacher}"]
+                                for i in range(len(times))])
+        return VisionTokens(grid, self._cls())
+
+    def _cls(self) -> Tensor | None:
+        """The input video's CLS token saved at extraction (the field renders no CLS of its own)."""
+        path = self.folder / "priors" / "teachers" / f"{self.teacher}.safetensors"
+        with safe_open(str(path), framework="pt") as f:
+            return f.get_tensor("cls") if "cls" in f.keys() else None

@@ -62,8 +62,10 @@ def plan(specs: list[SceneSpec], manifest: Manifest, out: Path) -> tuple[list[Sc
         rec = manifest.record(spec.name, spec.source)
         metrics = fit_complete(out / spec.name)
         if metrics is not None:
-            if rec.status != "done":
+            if rec.status != "done":  # the driver died before it recorded this scene's end
                 rec.status, rec.metrics, rec.error = "done", metrics, None
+                rec.attempts += read_lock(out / spec.name).get("attempt", 0)
+                rec.durations.append(round(metrics.get("fit_seconds", 0.0), 2))
                 rec.note = "found complete in its scene folder (the run that made it was not recorded)"
             skipped.append(spec.name)
             continue

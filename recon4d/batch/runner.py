@@ -38,6 +38,9 @@ class BatchOptions:
     """None: start a local Ray instance; 'auto' or HOST:PORT: join an existing cluster."""
     num_cpus: int | None = None
     """CPUs of the local instance (None: all of this machine); ignored with ray_address."""
+    vlm: str | None = None
+    """Distil this VLM's vision encoder in every scene (see worker.ensure_vlm_teacher)."""
+    vlm_path: str | None = None
     poll_seconds: float = 1.0
 
 
@@ -130,7 +133,8 @@ def run_batch(specs: list[SceneSpec], opts: BatchOptions, progress_every: float 
             rec = manifest.scenes[spec.name]
             rec.status, rec.error, rec.started, rec.finished = "queued", None, None, None
             task = FitTask(scene_dir=out / spec.name, source=spec.source, config=opts.config,
-                           priors=opts.priors, teachers=tuple(opts.teachers), run_id=run_id)
+                           priors=opts.priors, teachers=tuple(opts.teachers), run_id=run_id, vlm=opts.vlm,
+                           vlm_path=opts.vlm_path)
             refs[remote.options(name=f"fit {spec.name}", num_cpus=opts.cpus_per_scene, num_gpus=gpus,
                                 max_retries=opts.retries, retry_exceptions=True).remote(task)] = spec.name
         manifest.save()

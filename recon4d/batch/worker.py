@@ -47,6 +47,9 @@ class FitTask:
     priors: str = "auto"
     teachers: tuple[str, ...] = ()
     run_id: str = ""
+    vlm: str | None = None
+    """Also distil this VLM's vision encoder (vqa_bridge adapter name, e.g. tiny, internvideo2)."""
+    vlm_path: str | None = None
 
 
 def read_lock(scene_dir: Path) -> dict:
@@ -97,6 +100,23 @@ def _append_log(scene_dir: Path, text: str) -> None:
         f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
 
 
+def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> str:
+    """Cache the VLM's vision-encoder tokens in priors/teachers/ (the fit distils every cached teacher).
+
+    Done inside the scene's task, after priors and before the fit, so the encoder runs on
+    the GPU the task holds and the scene stays independent of every other scene.
+    """
+    from vqa_bridge.adapters import load_adapter
+    from vqa_bridge.modalities import read_frames
+    from vqa_bridge.teacher import extract_teacher, write_teacher_file
+
+    adapter = load_adapter(model, model_path, vision_only=True)
+    if not (scene_dir / "priors" / "teachers" / f"{adapter.teacher_name}.safetensors").exists():
+        write_teacher_file(scene_dir, adapter.teacher_name, *extract_teacher(adapter, read_frames(scene_dir)))
+        _append_log(scene_dir, f"batch: teacher {adapter.teacher_name} extracted with {model}")
+    return adapter.teacher_name
+
+
 def fit_scene_task(task: FitTask) -> dict:
     """Fit one scene (resuming from its folder); return what the manifest records, or raise SceneFailedError."""
     from recon4d.fit.pipeline import FitJob, run_fit
@@ -109,6 +129,9 @@ def fit_scene_task(task: FitTask) -> dict:
         job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task.config, priors=task.priors,
                      teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists())
         try:
+            if task.vlm:
+                run_fit(FitJob(scene_dir=scene_dir, source=job.source, priors=task.priors, stop_after="priors"))
+                ensure_vlm_teacher(scene_dir, task.vlm, task.vlm_path)
             metrics = run_fit(job)
         except Exception as exc:  # noqa: BLE001 - any failure of a scene is reported, never lost
             _append_log(scene_dir, "batch: failed\n" + traceback.format_exc())

@@ -1,7 +1,84 @@
-"""`recon4d ablate` (issue 9)."""
+"""`recon4d ablate --qa FILE --videos DIR --out DIR`: the whole feature-field VQA experiment.
 
-from recon4d.commands._pending import not_built
+For every scene a VLM4D question file refers to: fit it (through `recon4d batch`, with
+the VLM's vision encoder as a distilled teacher), render the global view, answer every
+question from the raw video, the global-view video and the feature field in both prompt
+modes, then write ablation.md / .csv / .png beside <out>/vqa/results.jsonl. Re-running
+continues where the last run stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+from recon4d.commands._args import option_value
+from recon4d.fit.trainer import FitConfig
+
+
+@dataclass
+class AblateCommand:
+    qa: Path
+    """VLM4D-format question file (e.g. ../shared/data/vlm4d/vlm4d_real_mc_davis.json)."""
+    videos: Path
+    """Where the questions' inputs are: <scene>/ folders (DAVIS sequences, synth scenes), <scene>.mp4, or a DAVIS root."""
+    out: Path = Path("ablation")
+    """scenes/ (fits + batch.json) and vqa/ (results.jsonl, summary.*, ablation.*)."""
+    model: Literal["tiny", "qwen2.5-vl", "internvideo2"] = "tiny"
+    model_path: str | None = None
+    modalities: tuple[Literal["raw", "global-video", "feature-field"], ...] = ("raw", "global-video", "feature-field")
+    prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")
+    n_frames: int = 8
+    max_new_tokens_cot: int = 512
+    max_new_tokens_do: int = 16
+    preset: str = "auto"
+    """Fit preset (configs/fit_<preset>.toml); auto = default on a GPU, cpu-preview otherwise."""
+    priors: Literal["auto", "gt"] = "auto"
+    ray_address: str | None = None
+    num_cpus: int | None = None
+    gpus_per_scene: float | None = None
+    cpus_per_scene: float = 1.0
+    retries: int = 2
+    config: FitConfig = field(default_factory=FitConfig)
 
 
 def main(argv: list[str]) -> int:
-    return not_built("ablate", 9)
+    import torch
+
+    from recon4d.ablate.run import AblationPlan, run_ablation
+    from recon4d.batch.runner import BatchOptions
+    from recon4d.fit.presets import load_preset
+
+    preset = option_value(argv, "--preset", "auto")
+    if preset == "auto":
+        preset = "default" if torch.cuda.is_available() else "cpu-preview"
+    try:
+        base = load_preset(preset)
+    except ValueError as exc:
+        print(f"recon4d ablate: {exc}", file=sys.stderr)
+        return 2
+    cmd = tyro.cli(AblateCommand, args=argv, prog="recon4d ablate",
+                   default=dataclasses.replace(AblateCommand(qa=Path("."), videos=Path("."), config=base)))
+    for path in (cmd.qa, cmd.videos):
+        if not path.exists():
+            print(f"recon4d ablate: {path} does not exist", file=sys.stderr)
+            return 2
+    batch = BatchOptions(out=cmd.out / "scenes", config=cmd.config, priors=cmd.priors, retries=cmd.retries,
+                         gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
+                         ray_address=cmd.ray_address, num_cpus=cmd.num_cpus)
+    plan = AblationPlan(qa=cmd.qa, videos=cmd.videos, out=cmd.out, batch=batch, model=cmd.model,
+                        model_path=cmd.model_path, modalities=cmd.modalities, prompt_modes=cmd.prompt,
+                        n_frames=cmd.n_frames, max_new_tokens=(cmd.max_new_tokens_cot, cmd.max_new_tokens_do))
+    try:
+        files = run_ablation(plan)
+    except (ValueError, RuntimeError) as exc:
+        print(f"recon4d ablate: {exc}", file=sys.stderr)
+        return 2
+    print(files["md"].read_text())
+    print("written: " + ", ".join(str(p) for p in files.values()))
+    return 0

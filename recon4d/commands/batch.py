@@ -42,6 +42,10 @@ class BatchCommand:
     """gt: exact priors from `recon4d synth` scenes' ground truth."""
     teacher: tuple[str, ...] = ()
     """Feature teachers to distil in every scene (built in: patch)."""
+    vlm: Literal["tiny", "qwen2.5-vl", "internvideo2"] | None = None
+    """Also distil this VLM's vision encoder in every scene (what the feature-field VQA needs)."""
+    vlm_path: str | None = None
+    """Local checkpoint directory (or hub id) of --vlm, for the real models."""
     config: FitConfig = field(default_factory=FitConfig)
 
 
@@ -69,7 +73,7 @@ def main(argv: list[str]) -> int:
         return 2
     opts = BatchOptions(out=cmd.out, config=cmd.config, priors=cmd.priors, teachers=cmd.teacher,
                         retries=cmd.retries, gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
-                        ray_address=cmd.ray_address, num_cpus=cmd.num_cpus)
+                        ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, vlm=cmd.vlm, vlm_path=cmd.vlm_path)
     manifest = run_batch(specs, opts)
     failed = [name for name in (s.name for s in specs) if manifest.scenes[name].status != "done"]
     return 1 if failed else 0

@@ -1,0 +1,100 @@
+"""The ablation's summary: accuracy per prompt mode x modality beside the reference, as markdown, CSV, PNG.
+
+Why beside the reference: the point of the ablation is to compare with Feature4X's
+VLM4D DAVIS result (InternVideo2; DESIGN.md), so every row carries the published
+number for the same cell. The accuracies and intervals come from
+``vqa_bridge.report.summary_rows`` so this table and ``summary.md`` never disagree.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from recon4d.io.atomic import atomic_path, write_text
+
+# Feature4X on the VLM4D DAVIS subset with InternVideo2-Chat-8B, accuracy % (DESIGN.md).
+REFERENCE = {("cot", "raw"): 36.0, ("cot", "global-video"): 32.7, ("cot", "feature-field"): 37.4,
+             ("do", "raw"): 24.3, ("do", "global-video"): 23.8, ("do", "feature-field"): 29.0}
+MODALITY_ORDER = ("raw", "global-video", "feature-field")
+MODE_ORDER = ("cot", "do")
+COLUMNS = ("prompt_mode", "modality", "n", "accuracy_pct", "ci_low_pct", "ci_high_pct", "reference_pct")
+
+
+def ablation_rows(records: list[dict]) -> list[dict]:
+    """One row per (prompt mode, modality) answered, in the reference table's order."""
+    from vqa_bridge.report import summary_rows
+
+    cells = {(r["prompt_mode"], r["modality"]): r for r in summary_rows(records) if r["question_type"] == "all"}
+    order = {m: i for i, m in enumerate(MODE_ORDER)} | {m: i for i, m in enumerate(MODALITY_ORDER)}
+    rows = []
+    for mode, modality in sorted(cells, key=lambda k: (order.get(k[0], 9), order.get(k[1], 9), k)):
+        r = cells[mode, modality]
+        rows.append({"prompt_mode": mode, "modality": modality, "n": r["n"],
+                     "accuracy_pct": round(100 * r["accuracy"], 1), "ci_low_pct": round(100 * r["ci_low"], 1),
+                     "ci_high_pct": round(100 * r["ci_high"], 1),
+                     "reference_pct": REFERENCE.get((mode, modality))})
+    return rows
+
+
+def markdown(rows: list[dict], header: str) -> str:
+    lines = [header, "", "| prompt | modality | n | accuracy % | 95% CI | Feature4X (InternVideo2, DAVIS) % |",
+             "|---|---|---:|---:|---|---:|"]
+    lines += [f"| {r['prompt_mode']} | {r['modality']} | {r['n']} | {r['accuracy_pct']:.1f} | "
+              f"{r['ci_low_pct']:.1f}–{r['ci_high_pct']:.1f} | "
+              f"{'' if r['reference_pct'] is None else format(r['reference_pct'], '.1f')} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def bar_chart(rows: list[dict], path: Path, title: str) -> Path:
+    """Grouped bars (prompt mode groups, one bar per modality) with 95% CI whiskers and reference ticks."""
+    modes = [m for m in MODE_ORDER if any(r["prompt_mode"] == m for r in rows)]
+    modalities = [m for m in MODALITY_ORDER if any(r["modality"] == m for r in rows)]
+    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    ax = fig.subplots()
+    width = 0.8 / max(len(modalities), 1)
+    for j, modality in enumerate(modalities):
+        xs, ys, errs, refs = [], [], [[], []], []
+        for i, mode in enumerate(modes):
+            row = next((r for r in rows if r["prompt_mode"] == mode and r["modality"] == modality), None)
+            if row is None:
+                continue
+            x = i + (j - (len(modalities) - 1) / 2) * width
+            xs.append(x)
+            ys.append(row["accuracy_pct"])
+            errs[0].append(row["accuracy_pct"] - row["ci_low_pct"])
+            errs[1].append(row["ci_high_pct"] - row["accuracy_pct"])
+            if row["reference_pct"] is not None:
+                refs.append((x, row["reference_pct"]))
+        ax.bar(xs, ys, width * 0.9, yerr=errs, capsize=3, label=modality)
+        if refs:
+            ax.scatter(*zip(*refs), marker="_", s=300, color="black", zorder=3,
+                       label="Feature4X reference" if j == 0 else None)
+    ax.set_xticks(range(len(modes)), [{"cot": "chain of thought", "do": "direct output"}.get(m, m) for m in modes])
+    ax.set_ylabel("accuracy %")
+    ax.set_ylim(0, 100)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.getvalue())
+    return path
+
+
+def write_ablation(folder: Path, records: list[dict], header: str) -> dict[str, Path]:
+    """``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``folder`` (beside results.jsonl)."""
+    rows = ablation_rows(records)
+    folder = Path(folder)
+    write_text(folder / "ablation.md", markdown(rows, header))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(folder / "ablation.csv", buf.getvalue())
+    return {"md": folder / "ablation.md", "csv": folder / "ablation.csv",
+            "png": bar_chart(rows, folder / "ablation.png", header.lstrip("# "))}

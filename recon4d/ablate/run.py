@@ -1,0 +1,117 @@
+"""The ablation's steps, each skipped when its outputs exist: fit, render, evaluate, summarise.
+
+What runs where: fits (priors, VLM teacher extraction, optimisation) are Ray tasks
+through ``recon4d batch`` into ``<out>/scenes/`` (``batch.json`` beside them);
+the global-view render (seconds per scene) and the VLM evaluation run in this
+process, the evaluation appending to ``<out>/vqa/results.jsonl``, which is its own
+resume point; the summary is rebuilt from that file every time (cheap, deterministic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recon4d.batch.inputs import VIDEO_SUFFIXES, SceneSpec
+from recon4d.batch.runner import BatchOptions, run_batch
+
+
+@dataclass
+class AblationPlan:
+    """What to evaluate and with what; the fit and Ray settings are those of ``recon4d batch``."""
+
+    qa: Path
+    videos: Path
+    out: Path
+    batch: BatchOptions
+    model: str = "tiny"
+    model_path: str | None = None
+    modalities: tuple[str, ...] = ("raw", "global-video", "feature-field")
+    prompt_modes: tuple[str, ...] = ("cot", "do")
+    n_frames: int = 8
+    max_new_tokens: tuple[int, int] = (512, 16)
+    """(chain of thought, direct output)."""
+    log: Callable[[str], None] = field(default=print)
+
+
+def find_source(videos: Path, scene: str) -> Path | None:
+    """The input of a question's scene under ``videos``: a folder (DAVIS sequence, frames, synth scene) or a video."""
+    for candidate in (videos / scene, videos / "JPEGImages" / "480p" / scene):
+        if candidate.is_dir():
+            return candidate
+    return next((videos / f"{scene}{s}" for s in sorted(VIDEO_SUFFIXES) if (videos / f"{scene}{s}").is_file()), None)
+
+
+def scene_specs(plan: AblationPlan) -> list[SceneSpec]:
+    """Every scene the question file refers to that has an input; the others are reported and left out."""
+    from vqa_bridge.vlm4d import load_questions
+
+    questions, problems = load_questions(plan.qa)
+    for message in problems:
+        plan.log(f"ablate: {message}")
+    specs = []
+    for name in dict.fromkeys(q.scene for q in questions):
+        source = find_source(Path(plan.videos), name)
+        if source is None:
+            plan.log(f"ablate: no input for scene {name!r} under {plan.videos}; its questions will be skipped")
+        else:
+            specs.append(SceneSpec(name, source.resolve()))
+    return specs
+
+
+def render_global(scene_dirs: list[Path], log) -> None:
+    """The global-view video of every fitted scene (``run_render`` itself skips up-to-date outputs)."""
+    from recon4d.render.video import RenderJob, run_render
+
+    for scene in scene_dirs:
+        run_render(RenderJob(scene=scene, path="global"), log=lambda m: log(f"{scene.name}: {m}"))
+
+
+def unanswered(plan: AblationPlan) -> int:
+    """(question, modality, prompt mode) items not yet in results.jsonl."""
+    from vqa_bridge.report import ResultLog
+    from vqa_bridge.vlm4d import load_questions
+
+    results = ResultLog(plan.out / "vqa")
+    questions, _ = load_questions(plan.qa)
+    return sum(not results.done(q.id, m, p) for q in questions for m in plan.modalities for p in plan.prompt_modes)
+
+
+def evaluate(plan: AblationPlan) -> None:
+    """VLM4D over every modality x prompt mode; loads the VLM only when something is left to answer."""
+    from vqa_bridge.adapters import Generation, load_adapter
+    from vqa_bridge.evaluate import run_vlm4d
+
+    left = unanswered(plan)
+    if left == 0:
+        plan.log("ablate: evaluation complete in results.jsonl, skipped")
+        return
+    plan.log(f"ablate: {left} answers to compute with {plan.model}")
+    adapter = load_adapter(plan.model, plan.model_path)
+    outcome = run_vlm4d(plan.qa, plan.out / "scenes", plan.out / "vqa", adapter, plan.model, plan.modalities,
+                        plan.prompt_modes, plan.n_frames, Generation(*plan.max_new_tokens), log=plan.log)
+    plan.log(f"ablate: answered {outcome.answered}, problems {len(outcome.problems)}")
+
+
+def run_ablation(plan: AblationPlan) -> dict[str, Path]:
+    """Fit, render, evaluate, summarise; returns the summary files (ablation.md/.csv/.png in <out>/vqa)."""
+    from recon4d.ablate.chart import write_ablation
+    from vqa_bridge.report import ResultLog
+
+    plan.out = Path(plan.out).resolve()
+    specs = scene_specs(plan)
+    plan.batch.out, plan.batch.vlm, plan.batch.vlm_path = plan.out / "scenes", plan.model, plan.model_path
+    manifest = run_batch(specs, plan.batch)
+    fitted = [plan.out / "scenes" / s.name for s in specs if manifest.scenes[s.name].status == "done"]
+    failed = sorted(s.name for s in specs if manifest.scenes[s.name].status != "done")
+    if failed:
+        plan.log(f"ablate: not fitted (see {manifest.path}): {', '.join(failed)}; their questions are skipped")
+    render_global(fitted, plan.log)
+    evaluate(plan)
+    records = ResultLog(plan.out / "vqa").records
+    if not records:
+        raise RuntimeError(f"no question was answered; see the messages above and {plan.out / 'vqa'}")
+    header = (f"# VLM4D ablation: {plan.model}, {len(fitted)} scenes fitted"
+              + (f", {len(failed)} not fitted" if failed else "") + f" ({plan.qa.name})")
+    return write_ablation(plan.out / "vqa", records, header)

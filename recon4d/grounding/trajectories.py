@@ -1,6 +1,8 @@
 """Per-object 3D trajectories of a fitted scene and the motion measures answers are made of.
 
-Why rigid tracks: an object's Gaussians are fitted to its visible side only, so
+Turning of a moving object is the turning of its path (its body rotation is
+unobservable when it is symmetric); rotation of an object that stays in place is
+its body rotation. Why rigid tracks: an object's Gaussians are fitted to its visible side only, so
 their centroid is off the object's true centre; when the object spins in place,
 the centroid circles and would read as motion. Each object gets one rigid
 transform per frame (Kabsch on its Gaussians, reference frame -> frame t), and
@@ -149,6 +151,12 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     to_obj = centres[:-1] - eyes[:-1]
     to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)
     spins = np.stack([rotation_vector(rots[t + 1] @ rots[t].T) for t in range(T - 1)])
+    yaw_steps, seen_steps = spins @ up, (spins * -to_obj).sum(1)
+    if path > MOVING * size:
+        # A moving object's turning is the turning of its path: observable even when the
+        # body is symmetric (a ball's fitted rotation about its own axis is noise).
+        yaw_steps = _path_turns(centres, up)
+        seen_steps = yaw_steps * (-to_obj @ up)
     motion = Motion(
         size=size,
         path=path,
@@ -158,8 +166,8 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         rise=float(steps.sum(0) @ up),
         radial=float((steps * to_obj).sum()),
         forward=float((steps * heading[:-1]).sum()),
-        yaw_deg=math.degrees(float((spins @ up).sum())),
-        seen_rotation_deg=math.degrees(float((spins * -to_obj).sum())),
+        yaw_deg=math.degrees(float(yaw_steps.sum())),
+        seen_rotation_deg=math.degrees(float(seen_steps.sum())),
         speeds=speeds,
     )
     return ObjectTrack(obj, rots, trans, centres, heading, motion)
@@ -173,6 +181,21 @@ def _least_travelling_centres(rots: np.ndarray, trans: np.ndarray, centroid: np.
     if np.linalg.norm(delta) > size:
         delta *= size / np.linalg.norm(delta)
     return np.einsum("tij,j->ti", rots, centroid + delta) + trans
+
+
+def _path_turns(centres: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Signed turn (radians, + = left about ``up``) of the travel direction at each of the T-1 steps.
+
+    Directions are taken over a window of a sixth of the clip either side, which
+    smooths the fit's jitter without hiding a turn that lasts the whole clip.
+    """
+    T = len(centres)
+    w = max(1, T // 6)
+    idx = np.arange(T)
+    vel = centres[np.minimum(idx + w, T - 1)] - centres[np.maximum(idx - w, 0)]
+    vel -= (vel @ up)[:, None] * up
+    turn = np.arctan2(np.cross(vel[:-1], vel[1:]) @ up, (vel[:-1] * vel[1:]).sum(1))
+    return np.where(np.linalg.norm(vel[:-1], axis=1) * np.linalg.norm(vel[1:], axis=1) > 1e-12, turn, 0.0)
 
 
 def _headings(rots: np.ndarray, centres: np.ndarray, up: np.ndarray, path: float, ref: int) -> np.ndarray:

@@ -88,9 +88,15 @@ def scene_dir(cfg: PreprocessConfig) -> Path:
     return Path(cfg.out) / (src.stem if src.is_file() else src.name)
 
 
-def run_preprocess(cfg: PreprocessConfig) -> Path:
-    """Run ingestion and every prior; returns the scene folder."""
-    scene = scene_dir(cfg)
+def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=print) -> Path:
+    """Run ingestion and every prior into ``scene`` (default ``<out>/<name>``); returns the scene folder.
+
+    ``cfg`` may be just the input path (all defaults), as ``recon4d fit`` calls it; ``log`` receives
+    the short report.
+    """
+    if not isinstance(cfg, PreprocessConfig):
+        cfg = PreprocessConfig(video=Path(cfg))
+    scene = Path(scene) if scene is not None else scene_dir(cfg)
     src = Path(cfg.video)
     synth = is_synth_scene(src) if src.is_dir() else False
     if (cfg.depth == "gt" or cfg.camera == "gt") and not synth:
@@ -198,7 +204,24 @@ def run_preprocess(cfg: PreprocessConfig) -> Path:
         report.update(synth_report(src, meta, cam, xy, vis, seeds, dynamic))
     times["total"] = round(sum(times.values()), 3)
     write_json(priors / "report.json", report)
+    log(summary(report, scene))
     return scene
+
+
+def summary(r: dict, scene: Path) -> str:
+    """The short report: frames, tracks kept, camera motion, time per step, and GT metrics when present."""
+    steps = ", ".join(f"{k} {v:.1f}s" for k, v in r["time_s"].items())
+    lines = [f"{scene}: {r['frames']} frames {r['width']}x{r['height']}, {r['tracks_kept']} tracks kept "
+             f"({r['tracks_static_ba']} static in BA), camera {r['motion_type']}, FoV {r['fov_deg']:.1f} deg, "
+             f"depth {r['depth_provider']}", f"priors time: {steps}"]
+    if "user_mask_tracks" in r:
+        m = r["user_mask_tracks"]
+        lines.append(f"user mask: {m['seeded_inside']} tracks seeded inside; stay inside {m['stay_strict']}, "
+                     f"within 3px {m['stay_within_3px']}")
+    if "rot_err_deg" in r:
+        lines.append("ground truth: " + ", ".join(f"{k} {r[k]}" for k in
+                     ("rot_err_deg", "trans_dir_err_deg", "focal_err_rel", "track_err_px", "mask_iou")))
+    return "\n".join(lines)
 
 
 def mask_stay(mask: np.ndarray, xy: np.ndarray, vis: np.ndarray, seeds: np.ndarray, tol_px: int = 3) -> dict:
@@ -287,3 +310,9 @@ def _load_camera(priors: Path) -> CameraResult:
     z = np.load(priors / "camera_points.npz")
     return CameraResult(np.array(c["K"]), np.array(c["viewmats"]), c["motion_type"], z["static"], z["points"],
                         c["focal_observed"], c["info"])
+
+
+if __name__ == "__main__":  # `python -m recon4d.fit.preprocess --video ... [--depth gt] [--camera gt]`: ablations
+    import tyro
+
+    run_preprocess(tyro.cli(PreprocessConfig))

@@ -131,7 +131,7 @@ def _open_video(path: Path):
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, UnicodeDecodeError) as err:
-        raise IngestError(f"{path} is not a readable video ({err.__class__.__name__}: {err}); "
+        raise IngestError(f"{path} is not a readable video, or is truncated/corrupt ({err.__class__.__name__}: {err}); "
                           f"formats: {', '.join(sorted(VIDEO_SUFFIXES))}, an image folder or a DAVIS folder") from err
     if not container.streams.video:
         container.close()

@@ -4,7 +4,8 @@ One module per provider family, each behind a small interface (``compute`` or
 ``estimate``): ``flow`` (DIS), ``tracks`` (flow-chained, anchored), ``camera``
 (FoV search + bundle adjustment), ``depth`` (Depth Anything V2, user files,
 synth ground truth, sparse fallback; per-frame alignment), ``masks`` (flow
-residual after the camera fit), ``teachers`` (cache format only), ``cache``
-(hash keys), ``report`` (ground-truth comparison). The stage that runs them in
+residual after the camera fit), ``cache``
+(hash keys), ``report`` (ground-truth comparison). Teacher features are
+cached by ``recon4d.fit.teachers`` in the same folder. The stage that runs them in
 order is :func:`recon4d.fit.preprocess.run_preprocess`.
 """

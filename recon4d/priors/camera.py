@@ -309,10 +309,10 @@ class CameraSolver:
 class CameraOptions:
     fov_deg: float | None = None  # known horizontal FoV; None: search
     fov_range: tuple[float, float] = (20.0, 90.0)
-    fov_step: float = 5.0
+    fov_step: float = 10.0
     static_px: float = 0.5  # median track motion below which the camera counts as static
-    max_ba_tracks: int = 800
-    search_nfev: int = 15
+    max_ba_tracks: int = 400
+    search_nfev: int = 10
     final_nfev: int = 100
     loss_px: float = 1.0  # Cauchy scale of the reprojection loss
     outlier_px: float = 2.0  # tracks with a larger max residual are dynamic

@@ -52,7 +52,7 @@ class DepthAnythingV2:
             from huggingface_hub import try_to_load_from_cache
 
             return isinstance(try_to_load_from_cache(self.model, "config.json"), str)
-        except ImportError:
+        except (ImportError, ValueError):  # ValueError: not a valid hub id either (e.g. a missing local path)
             return False
 
     def load(self):

@@ -8,8 +8,13 @@ predicted flow is zero; for pure rotation it does not depend on depth at all.
 
 Slowly moving objects move less than the flow noise from one frame to the next,
 so residuals are also measured over a ``span`` of frames through the chained
-flow. The mask is the residual above ``thresh_px`` (or ``k_sigma`` robust
-standard deviations of the frame's residual, whichever is larger), cleaned by
+flow, forward and backward; a pixel keeps the smaller of the two, because the
+background an object is about to cover (or has just uncovered) only fails one
+direction while the object fails both. The mask is the residual above ``thresh_px`` (or ``k_sigma`` robust
+standard deviations of the frame's residual, whichever is larger). Flow is
+smoothed over a patch, so the residual spills a few pixels past an object's
+edge; each detected region is therefore cut at ``edge_frac`` of its own peak
+residual (the half-maximum rule used to locate a blurred edge), then cleaned by
 morphology and merged with the user's masks.
 """
 
@@ -38,17 +43,18 @@ def rigid_flow(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.
 
 @dataclass(frozen=True)
 class FlowResidualMasks:
-    span: int = 4  # frames over which the flow is chained before comparing
-    thresh_px: float = 1.0
+    span: int = 2  # frames over which the flow is chained before comparing
+    thresh_px: float = 1.25
     k_sigma: float = 4.0
     min_area: int = 12  # connected components smaller than this (pixels) are dropped
+    edge_frac: float = 0.7  # a region keeps the pixels above this fraction of its 90th-percentile residual
     name: str = "flow-residual"
 
     def compute(self, fwd: np.ndarray, bwd: np.ndarray, depth: np.ndarray, K: np.ndarray,
                 viewmats: np.ndarray, user: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(dynamic ``[T, H, W]`` bool, residual ``[T, H, W]`` float32 in pixels)."""
         T, H, W = depth.shape
-        resid = np.zeros((T, H, W), np.float32)
+        resid = np.full((T, H, W), np.inf, np.float32)
         gy, gx = np.mgrid[0:H, 0:W] + 0.5
         grid = np.stack([gx, gy], -1).reshape(-1, 2)
         for t in range(T):
@@ -61,12 +67,16 @@ class FlowResidualMasks:
                     pos = pos + sample(flows[s if step > 0 else s - 1], pos)
                 observed = (pos - grid).reshape(H, W, 2)
                 r = np.linalg.norm(observed - rigid_flow(depth[t], K, viewmats[t], viewmats[u]), axis=-1)
-                resid[t] = np.maximum(resid[t], r)
+                resid[t] = np.minimum(resid[t], r)
         masks = np.zeros((T, H, W), bool)
         kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
         for t in range(T):
             sigma = 1.4826 * np.median(resid[t])
             m = (resid[t] > max(self.thresh_px, self.k_sigma * sigma)).astype(np.uint8)
+            n, lab = cv2.connectedComponents(m, connectivity=8)
+            for c in range(1, n):
+                region = lab == c
+                m[region & (resid[t] < self.edge_frac * np.percentile(resid[t][region], 90))] = 0
             m = cv2.morphologyEx(cv2.morphologyEx(m, cv2.MORPH_OPEN, kernel), cv2.MORPH_CLOSE, kernel)
             n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
             small = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] < self.min_area)

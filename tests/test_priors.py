@@ -1,0 +1,138 @@
+"""Priors against ground truth: synth scenes (tracks, masks, camera, cache, depth) and real DAVIS frames."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recon4d.fit.preprocess import PreprocessConfig, mask_stay, run_preprocess
+from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
+from recon4d.priors.camera import CameraOptions, CameraSolver
+from recon4d.priors.depth import DepthAnythingV2, align
+from recon4d.priors.flow import DISFlow, sample
+from recon4d.priors.report import SynthTruth, camera_errors
+from recon4d.priors.tracks import ChainedTracks
+from recon4d.synth import generate, preset
+from tests.conftest import shared_data
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("synth")
+    for cam in ("static", "pan"):
+        generate(preset("tiny", out=out / cam, camera=cam, motion=("left",), novel=False))
+    return out
+
+
+@pytest.fixture(scope="module")
+def static_scene(synth_dir, tmp_path_factory) -> Path:
+    return run_preprocess(PreprocessConfig(video=synth_dir / "static" / "synth_s0", out=tmp_path_factory.mktemp("o"),
+                                           progress=False), log=lambda _: None)
+
+
+def test_static_scene_contract_and_ground_truth(static_scene):
+    pr = static_scene / "priors"
+    cam = json.loads((pr / "camera.json").read_text())
+    T, H, W = 24, 96, 128
+    assert np.array(cam["viewmats"]).shape == (T, 4, 4) and cam["motion_type"] == "static"
+    assert np.load(pr / "depth.npz")["depth"].shape == (T, H, W)
+    tr = np.load(pr / "tracks.npz")
+    assert tr["xy"].dtype == np.float32 and tr["xy"].shape[::2] == (T, 2) and tr["visible"].shape == tr["xy"].shape[:2]
+    assert tr["dynamic"].shape == tr["xy"].shape[1:2] and 0 < tr["dynamic"].sum() < tr["dynamic"].size
+    assert np.load(pr / "masks.npz")["dynamic"].shape == (T, H, W)
+    assert np.load(pr / "flow.npz")["forward"].shape == (T - 1, H, W, 2)
+    r = json.loads((pr / "report.json").read_text())
+    assert r["rot_err_deg"] == 0.0 and r["trans_dir_err_deg"] is None
+    assert r["track_err_px"] < 1.0 and r["details"]["tracks"]["observations"] > 500
+    assert r["mask_iou"] >= 0.8
+    assert r["focal_observed"] is False  # a static camera cannot observe its focal length
+
+
+def test_rerun_reuses_cached_priors(static_scene):
+    pr = static_scene / "priors"
+    before = {f.name: f.stat().st_mtime_ns for f in pr.glob("*.npz")}
+    src = json.loads((static_scene / "frames.json").read_text())["source"]
+    start = time.perf_counter()
+    run_preprocess(PreprocessConfig(video=Path(src), out=static_scene.parent, progress=False), log=lambda _: None)
+    assert {f.name: f.stat().st_mtime_ns for f in pr.glob("*.npz")} == before
+    assert time.perf_counter() - start < 10
+
+
+def test_tracks_follow_ground_truth_on_pan(synth_dir, tmp_path):
+    src = synth_dir / "pan" / "synth_s0"
+    ingest(src, tmp_path, progress=False)
+    frames, meta = load_frames(tmp_path)
+    fwd, bwd = DISFlow().compute(frames, progress=False)
+    xy, vis, seeds = ChainedTracks(spacing=4).compute(frames, fwd, bwd, progress=False)
+    truth = SynthTruth(src, meta["indices"], 128, 96)
+    gt, gvis, reliable = truth.tracks(xy, seeds)
+    both = vis & gvis & reliable[None]
+    err = np.linalg.norm(xy - gt, axis=-1)[both]
+    assert both.sum() > 800 and np.median(err) < 1.0
+    assert (vis & ~gvis & reliable[None]).sum() < 0.05 * (vis & reliable[None]).sum()  # few tracks on hidden points
+
+
+def test_bundle_adjustment_recovers_pan_camera_from_exact_tracks(synth_dir):
+    """With noise-free tracks the solver must find rotation and focal exactly (FoV searched)."""
+    src = synth_dir / "pan" / "synth_s0"
+    truth = SynthTruth(src, list(range(24)), 128, 96)
+    g = np.stack(np.meshgrid(np.arange(4, 128, 8), np.arange(4, 96, 8)), -1).reshape(-1, 2) + 0.5
+    seeds = np.repeat(np.arange(0, 24, 6), len(g))
+    xy0 = np.tile(g, (4, 1)).astype(np.float32)
+    placeholder = np.repeat(xy0[None], 24, 0)
+    placeholder[seeds, np.arange(len(seeds))] = xy0
+    gt, gvis, reliable = truth.tracks(placeholder, seeds)
+    static = ~np.isin(truth.ids[seeds, g[np.arange(len(seeds)) % len(g), 1].astype(int),
+                                g[np.arange(len(seeds)) % len(g), 0].astype(int)], list(truth.moving))
+    res = CameraSolver(CameraOptions(max_ba_tracks=300)).solve(gt.astype(np.float32), gvis, static & reliable, 128, 96)
+    err = camera_errors(res.viewmats, truth.viewmats)
+    assert err["rot_err_deg"]["max"] < 0.05
+    assert abs(res.K[0, 0] / truth.K[0, 0] - 1) < 0.01
+    assert res.motion_type == "rotation"
+
+
+def test_depth_alignment_recovers_scale_and_shift():
+    rng = np.random.default_rng(0)
+    T, H, W = 3, 40, 50
+    gy, gx = np.mgrid[0:H, 0:W]
+    true = np.repeat((2 + 6 * gx / W + 2 * np.sin(gy / 6))[None], T, 0).astype(np.float32)
+    K = np.array([[50, 0, 25], [0, 50, 20], [0, 0, 1.0]])
+    view = np.tile(np.eye(4), (T, 1, 1))
+    xy = np.tile(rng.uniform(1, [W - 1, H - 1], (200, 2)), (T, 1, 1)).astype(np.float32)
+    z = sample(true[0][..., None], xy[0])[:, 0]
+    points = np.concatenate([(xy[0] - K[:2, 2]) / 50 * z[:, None], z[:, None]], 1)  # on the rays of frame 0
+    pred = np.repeat(((1 / true[:1]) - 0.1) / 3, T, 0)  # affine disparity, as Depth Anything predicts
+    depth, fits = align(pred, "disparity", K, view, points, xy, np.ones((T, 200), bool))
+    assert np.allclose(fits[0], [3, 0.1], rtol=1e-2, atol=1e-2)
+    assert np.median(np.abs(depth[0] / true[0] - 1)) < 0.02
+
+
+def test_depth_anything_loads_local_weights(tmp_path):
+    """The real transformers loading path, on a tiny random-weight checkpoint saved locally."""
+    from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config
+
+    backbone = Dinov2Config(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
+                            image_size=56, out_features=["stage1", "stage2", "stage3", "stage4"],
+                            reshape_hidden_states=False)
+    cfg = DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=32, neck_hidden_sizes=[16] * 4,
+                              fusion_hidden_size=16, head_hidden_size=16)
+    DepthAnythingForDepthEstimation(cfg).save_pretrained(tmp_path / "da")
+    assert not DepthAnythingV2(str(tmp_path / "missing")).available()
+    provider = DepthAnythingV2(str(tmp_path / "da"))
+    assert provider.available()
+    depth, kind = provider.estimate(np.zeros((2, 48, 64, 3), np.uint8), progress=False)
+    assert depth.shape == (2, 48, 64) and kind == "disparity" and np.isfinite(depth).all()
+
+
+def test_davis_tracks_stay_on_the_horse(tmp_path):
+    seq = shared_data("davis", "horsejump-high")
+    ingest(seq, tmp_path, IngestOptions(max_frames=20), progress=False)
+    frames, _ = load_frames(tmp_path)
+    fwd, bwd = DISFlow().compute(frames, progress=False)
+    xy, vis, seeds = ChainedTracks().compute(frames, fwd, bwd, progress=False)
+    stay = mask_stay(load_masks(tmp_path) > 0, xy, vis, seeds)
+    assert stay["seeded_inside"] > 50 and stay["stay_within_3px"] >= 0.9

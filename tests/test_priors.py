@@ -113,6 +113,7 @@ def test_depth_alignment_recovers_scale_and_shift():
 
 def test_depth_anything_loads_local_weights(tmp_path):
     """The real transformers loading path, on a tiny random-weight checkpoint saved locally."""
+    pytest.importorskip("transformers")
     from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config
 
     backbone = Dinov2Config(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,

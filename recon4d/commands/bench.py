@@ -12,6 +12,7 @@ import sys
 BENCHMARKS = {
     "render": "forward+backward of the CPU rasterizer kernel vs its PyTorch twin",
     "skin": "forward+backward of the fused skinning kernel (DQB/LBS) vs its PyTorch twin",
+    "priors": "seconds per preprocessing provider, 50 frames at 480x270 (DAVIS blackswan or synth)",
     "fit": "wall time, peak memory and per-stage seconds of whole fits (synthetic tiny, DAVIS blackswan)",
 }
 

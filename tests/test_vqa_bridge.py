@@ -2,7 +2,7 @@
 
 The key property: handing a VLM its own vision-encoder tokens through the bridge
 gives the same logits as the ordinary pixel path, for the transformers-native
-tiny Qwen2.5-VL and for the InternVideo2-Chat stand-in. Everything runs offline.
+tiny Qwen2.5-VL and InternVL and for the InternVideo2-Chat stand-in. Everything runs offline.
 """
 
 from __future__ import annotations
@@ -38,15 +38,39 @@ def standin():
     return standin_adapter(frames=4)
 
 
+@pytest.fixture(scope="module")
+def internvl():
+    """A tiny random InternVL (32 px frames, 8 px patches -> 4x4 tokens -> 2x2 after pixel shuffle)."""
+    from transformers import InternVLConfig, InternVLForConditionalGeneration
+
+    from vqa_bridge.adapters.hf_native import InternVLAdapter
+    from vqa_bridge.adapters.tiny import byte_tokenizer
+
+    tok = byte_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<img>", "</img>", "<IMG_CONTEXT>"]})
+    vision = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                  image_size=[32, 32], patch_size=[8, 8])
+    text = dict(model_type="qwen2", vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id)
+    config = InternVLConfig(vision_config=vision, text_config=text, image_seq_length=4,
+                            image_token_id=tok.convert_tokens_to_ids("<IMG_CONTEXT>"))
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    adapter = InternVLAdapter(InternVLForConditionalGeneration(config).float(), tok)
+    adapter.threads = 1
+    return adapter
+
+
 def _frames(n: int, seed: int, h: int = 40, w: int = 56) -> torch.Tensor:
     return torch.rand(n, h, w, 3, generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("which", ["tiny", "standin"])
+@pytest.mark.parametrize("which", ["tiny", "internvl", "standin"])
 def test_own_encoder_tokens_through_bridge_match_pixel_path(which, request):
     adapter = request.getfixturevalue(which)
     frames = _frames(4, 0)
     tokens = adapter.extract_tokens(frames)
+    assert tokens.grid.dim() == 4 and tokens.grid.shape[0] == 4  # [T, h, w, C]
     pixel = adapter.logits_from_frames(frames, PROMPT)
     bridged = adapter.logits_from_tokens(tokens, PROMPT)
     err = (pixel - bridged).abs().max().item()

@@ -57,7 +57,7 @@ def extract_eval(config: ExtractEvalConfig) -> int:
     return 0
 
 
-Model = Literal["tiny", "qwen2.5-vl", "internvideo2"]
+Model = Literal["tiny", "qwen2.5-vl", "internvl", "internvideo2"]
 
 
 @dataclass

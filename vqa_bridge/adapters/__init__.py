@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vqa_bridge.adapters.base import Generation, VisionLanguageAdapter, VisionTokens
 
-MODELS = ("tiny", "qwen2.5-vl", "internvideo2")
+MODELS = ("tiny", "qwen2.5-vl", "internvl", "internvideo2")
 
 
 def load_adapter(name: str, model_path: str | None = None, vision_only: bool = False) -> VisionLanguageAdapter:
@@ -24,6 +24,10 @@ def load_adapter(name: str, model_path: str | None = None, vision_only: bool = F
         from vqa_bridge.adapters.hf_native import load_qwen2_5_vl
 
         return load_qwen2_5_vl(model_path)
+    if name == "internvl":
+        from vqa_bridge.adapters.hf_native import load_internvl
+
+        return load_internvl(model_path)
     from vqa_bridge.adapters.internvideo2 import load_internvideo2
 
     return load_internvideo2(model_path, vision_only=vision_only)

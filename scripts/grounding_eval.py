@@ -1,7 +1,7 @@
 """Measure the geometric answerer on fitted `recon4d synth` minimal pairs (issue 10).
 
 For every (seed, factor) it generates the pair, fits both scenes with exact priors
-(`--priors gt --preset test`; an existing fit under <root>/fit is reused), answers
+(`--priors gt --preset test`; a finished fit under <root>/fit is reused, a checkpoint resumed), answers
 each scene's qa.json with `recon4d answer`, and scores against the answers in
 qa.json. The evaluator (not the answerer) reads gt/questions.json for the question
 kinds and the links between the two scenes of a pair. Prints accuracy per question
@@ -39,10 +39,12 @@ def pair_dirs(root: Path, seed: int, factor: str, objects: int) -> list[Path]:
 def fit(root: Path, synth: Path) -> tuple[Path, float | None]:
     """Fitted scene folder and the seconds the fit took (None when an earlier fit was reused)."""
     scene = root / "fit" / synth.name
-    if (scene / "model" / "scene.json").exists():
+    record = scene / "model" / "scene.json"
+    if record.exists() and json.loads(record.read_text()).get("stage") == "done":
         return scene, None
     start = time.perf_counter()
-    assert fit_command.main(["--video", str(synth), "--out", str(root / "fit"), "--priors", "gt", "--preset", "test"]) == 0
+    resume = ["--resume"] if record.exists() else []  # a checkpoint of an interrupted fit
+    assert fit_command.main(["--video", str(synth), "--out", str(root / "fit"), "--priors", "gt", "--preset", "test", *resume]) == 0
     return scene, time.perf_counter() - start
 
 

@@ -22,6 +22,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -56,6 +57,8 @@ class RenderJob:
     """Output folder (default <scene>/renders/<path>)."""
     force: bool = False
     """Render again even when the outputs exist."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto (CUDA when available, gsplat backend), cpu, cuda."""
 
 
 def parse_frames(spec: str, count: int) -> list[int]:
@@ -94,8 +97,8 @@ def _job_key(job: RenderJob, fitted: FittedScene, cams: CameraPath) -> str:
 @torch.no_grad()
 def render_frame(fitted: FittedScene, cams: CameraPath, i: int, decode: tuple[str, ...]) -> dict[str, torch.Tensor]:
     """Maps of the i-th camera of ``cams``: rgb [H,W,3], depth, alpha [H,W], latent [H,W,L], decoded.*."""
-    t = cams.times[i]
-    out = rasterize(*fitted.scene.at(t).as_args(), cams.viewmats[i:i + 1], cams.Ks[i:i + 1],
+    t, device = cams.times[i], fitted.scene.static.means.device
+    out = rasterize(*fitted.scene.at(t).as_args(), cams.viewmats[i:i + 1].to(device), cams.Ks[i:i + 1].to(device),
                     cams.width, cams.height)
     feats = out.features[0]
     maps = {"rgb": feats[..., RGB].clamp(0, 1), "depth": out.depth[0, ..., 0], "alpha": out.alpha[0, ..., 0],
@@ -103,7 +106,7 @@ def render_frame(fitted: FittedScene, cams: CameraPath, i: int, decode: tuple[st
     for name in decode:
         h, w = fitted.data.teachers[name].shape[1:3]
         maps[f"decoded.{name}"] = fitted.heads[name](to_grid(maps["latent"], h, w))
-    return {k: v.contiguous() for k, v in maps.items()}
+    return {k: v.cpu().contiguous() for k, v in maps.items()}
 
 
 def _check_decode(fitted: FittedScene, decode: tuple[str, ...]) -> None:
@@ -127,6 +130,9 @@ def run_render(job: RenderJob, log=print) -> dict:
     cams = cams.resized(_even(data.width * job.scale), _even(data.height * job.scale))
     out_dir = Path(job.out) if job.out else fitted.folder / "renders" / job.path
     key = _job_key(job, fitted, cams)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if job.device == "auto" else job.device
+    fitted.scene.to(device)  # cameras were placed on the CPU; only the per-frame renders move
+    fitted.heads.to(device)
     done = out_dir / "cameras.json"
     if not job.force and all((out_dir / f).exists() for f in OUTPUTS) and \
             json.loads(done.read_text()).get("key") == key:

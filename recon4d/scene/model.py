@@ -59,12 +59,12 @@ class DynamicScene(nn.Module):
         st, dy = self.static, self.dynamic
         parts = []
         if include_static and len(st):
-            flag = torch.zeros(len(st), 1)
+            flag = torch.zeros(len(st), 1, device=st.means.device)
             parts.append((st.means, st.quats, st.scales, st.opacities,
                           torch.cat([st.colors, flag, st.latents], -1)))
         if include_dynamic and len(dy):
             means, quats = self.binding.deform(dy.means, dy.quats, self.scaffold, t, self.skin_mode)
-            flag = torch.ones(len(dy), 1)
+            flag = torch.ones(len(dy), 1, device=dy.means.device)
             parts.append((means, quats, dy.scales, dy.opacities,
                           torch.cat([dy.colors, flag, self.dynamic_latents()], -1)))
         cat = [torch.cat(x) for x in zip(*parts)]

@@ -103,11 +103,15 @@ class RunConfig:
     prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")
     """Prompt modes: chain of thought and direct output, verbatim as VLM4D."""
     model: Model = "tiny"
+    """VLM to ask; `tiny` is a seeded random model that runs offline (its answers are noise)."""
     model_path: str | None = None
+    """Local checkpoint directory (or hub id, if online) for the real models."""
     n_frames: int = 8
     """Frames sampled per video, np.linspace(0, N-1, n) rounded, as VLM4D."""
     max_new_tokens_cot: int = 512
+    """Token budget of a chain-of-thought answer (decoding is greedy)."""
     max_new_tokens_do: int = 16
+    """Token budget of a direct-output answer."""
 
 
 def run(config: RunConfig) -> int:

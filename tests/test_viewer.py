@@ -24,8 +24,9 @@ selenium = pytest.importorskip("selenium", reason="selenium (test extra) is not 
 pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
                                 reason="headless Chromium not installed (apt-get install chromium chromium-driver)")
 
-# viser's own splat renderer logs this for every splat set (checked with a page holding nothing but
-# random splats from viser's API): its placeholder geometry has no positions. Not an error of ours.
+# viser's own splat renderer logs this for every splat set (a page holding nothing but random splats
+# from viser's API logs it too): its quad geometry has a 2-component "position" attribute
+# (viser/client/src/Splatting/GaussianSplatsHelpers.ts), whose z three.js's bounding-sphere check reads as NaN.
 KNOWN_VISER_NOISE = ("computeBoundingSphere(): Computed radius is NaN",)
 
 

@@ -30,13 +30,20 @@ class FittedScene:
 
     @property
     def fps(self) -> float:
-        info = self.folder / "frames" / "frames.json"
-        return float(json.loads(info.read_text()).get("fps", 12)) if info.exists() else 12.0
+        return float(frames_info(self.folder).get("fps", 12))
+
+
+def frames_info(folder: Path) -> dict[str, Any]:
+    """frames.json of a scene ({} if absent); the frames stage writes it at the scene root,
+    `--priors gt` scenes inside frames/, so both places are read."""
+    for info in (folder / "frames.json", folder / "frames" / "frames.json"):
+        if info.exists():
+            return json.loads(info.read_text())
+    return {}
 
 
 def _fit_command(folder: Path) -> str:
-    info = folder / "frames" / "frames.json"
-    source = json.loads(info.read_text()).get("source", "<input>") if info.exists() else "<input>"
+    source = frames_info(folder).get("source", "<input>")
     return f"recon4d fit --video {source} --out {folder.parent} --name {folder.name}"
 
 

@@ -195,7 +195,7 @@ def _novel_psnr(scene, sim: Similarity, gt_dir: Path, in_K: Tensor, in_views: Te
 
 def _trajectories(scene, data, sim: Similarity, gt_dir: Path, ids: Tensor, gt_view: Tensor, extent: float):
     objs = np.load(gt_dir / "gt" / "objects.npz")
-    ref = getattr(scene, "reference_frame", 0)
+    ref = scene.reference_frame
     n_static, T = len(scene.static), data.frames
     # Which object each dynamic Gaussian belongs to: its projection into the reference frame's GT mask.
     means_ref = scene.at(ref).means[n_static:]

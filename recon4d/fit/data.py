@@ -6,6 +6,7 @@ so a change of file format touches one module.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,13 @@ class SceneData:
     track_dynamic: Tensor  # [P] bool
     teachers: dict[str, Tensor] = field(default_factory=dict)  # name -> [T,h,w,C]
     world_up: Tensor | None = None  # [3] gravity-up in world coordinates, when the priors know it
+
+    def to(self, device: torch.device) -> "SceneData":
+        """A copy with every tensor on ``device``."""
+        moved = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        moved = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in moved.items()}
+        moved["teachers"] = {k: v.to(device) for k, v in self.teachers.items()}
+        return SceneData(**moved)
 
     @property
     def frames(self) -> int:

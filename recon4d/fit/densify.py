@@ -11,6 +11,7 @@ The optimiser is rebuilt afterwards (its moments restart), which the trainer doe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -55,7 +56,7 @@ class Densifier:
         visible = (render.meta["radii"][0] > 0).all(-1)
         n = grad.shape[0]
         if self.grad_sum is None or self.grad_sum.shape[0] != n:
-            self.grad_sum, self.count = torch.zeros(n), torch.zeros(n)
+            self.grad_sum, self.count = grad.new_zeros(n), grad.new_zeros(n)
         self.grad_sum[visible] += grad[visible].norm(dim=-1)
         self.count[visible] += 1
         start, stop = int(cfg.start_fraction * stage_steps), int(cfg.stop_fraction * stage_steps)
@@ -91,13 +92,13 @@ class Densifier:
             if len(split):
                 n_new = 2 * len(split)
                 gs.means[-n_new:] += offsets
-                gs.log_scales[-n_new:] -= torch.log(torch.tensor(1.6))
+                gs.log_scales[-n_new:] -= math.log(1.6)
 
     @staticmethod
     def _split_offsets(gs: GaussianSet, split: Tensor) -> Tensor:
         """Two samples per split Gaussian from N(0, its covariance), in world coordinates."""
         if len(split) == 0:
-            return torch.zeros(0, 3)
+            return gs.means.new_zeros(0, 3)
         rot = quat_to_rotmat(gs.quats[split])
-        noise = torch.randn(2, len(split), 3) * gs.scales[split][None]
+        noise = torch.randn(2, len(split), 3, device=gs.means.device) * gs.scales[split][None]
         return torch.einsum("nij,bnj->bni", rot, noise).reshape(-1, 3)

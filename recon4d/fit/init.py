@@ -165,6 +165,4 @@ def initial_scene(data: SceneData, cfg: InitConfig) -> DynamicScene:
     quats, trans = node_trajectories(data, nodes, ref, cfg)
     scaffold = MotionScaffold(nodes, quats, trans, latent_dim=cfg.latent_dim)
     binding = SkinBinding.bind(d_pts if len(d_pts) else nodes[:0], nodes, k=cfg.skin_k)
-    scene = DynamicScene(static, dynamic, scaffold, binding)
-    scene.reference_frame = ref
-    return scene
+    return DynamicScene(static, dynamic, scaffold, binding, reference_frame=ref)

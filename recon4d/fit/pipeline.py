@@ -95,7 +95,7 @@ def run_fit(job: FitJob) -> dict:
     log(f"fit: {data.frames} frames at {data.width}x{data.height}, teachers: {sorted(data.teachers) or 'none'}")
     trainer = fit_scene(data, job.config, job.scene_dir / "model", resume=job.resume, log=log,
                         stop_after=job.stop_after)
-    scene = trainer.scene
+    scene = trainer.scene.cpu()
     scores = training_psnr(scene, data)
     mid = data.frames // 2
     with torch.no_grad():

@@ -77,6 +77,8 @@ class FitConfig:
     seed: int = 0
     backend: str = "auto"
     """Rasterizer backend: auto (gsplat on CUDA, C++ kernel on CPU), cpu, torch, gsplat."""
+    device: str = "auto"
+    """Where to optimise: auto (cuda when available), cpu, cuda, cuda:N."""
 
 
 class NonFiniteError(RuntimeError):
@@ -109,9 +111,17 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, stage: str, extent:
     return [g for g in groups if any(p.numel() for p in g["params"])]
 
 
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 class Trainer:
     def __init__(self, data: SceneData, cfg: FitConfig, model_dir: Path, log: Callable[[str], None] = print):
-        self.data, self.cfg, self.model_dir, self.log = data, cfg, Path(model_dir), log
+        self.device = resolve_device(cfg.device)
+        self.cfg, self.model_dir, self.log = cfg, Path(model_dir), log
+        self.data = data.to(self.device)
         self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0
         self.stage, self.step, self.lr = STAGES[0], 0, cfg.lr_scale
         self.history: list[dict] = []
@@ -127,7 +137,13 @@ class Trainer:
         self.scene.skin_mode = cfg.skin_mode
         self.heads = nn.ModuleDict({name: FeatureHead(latent, feats.shape[-1])
                                     for name, feats in self.data.teachers.items()} if latent else {})
+        self._to_device()
         self._setup_stage()
+
+    def _to_device(self) -> None:
+        """The scene is initialised and loaded on the CPU; optimisation runs on ``self.device``."""
+        self.scene.to(self.device)
+        self.heads.to(self.device)
 
     def _setup_stage(self) -> None:
         groups = _stage_params(self.scene, self.heads, self.stage, self.extent, self.lr)
@@ -148,6 +164,7 @@ class Trainer:
 
     def load(self) -> None:
         self.scene, self.heads, meta = load_scene(self.model_dir)
+        self._to_device()
         self.stage, self.step, self.lr = meta["stage"], meta["step"], meta["lr_scale"]
         self.history = meta.get("history", [])
         self.stage_seconds = meta.get("stage_seconds", {})
@@ -182,11 +199,11 @@ class Trainer:
             self._track_binding = (sel, pts, binding)
         sel, pts, binding = self._track_binding
         if binding is None:
-            return torch.zeros(())
+            return torch.zeros((), device=d.K.device)
         vis = d.track_visible[t, sel]
         if not vis.any():
-            return torch.zeros(())
-        ident = torch.tensor([1.0, 0, 0, 0]).repeat(len(pts), 1)
+            return torch.zeros((), device=d.K.device)
+        ident = torch.zeros_like(pts[:, :1]).expand(-1, 4) + pts.new_tensor([1.0, 0, 0, 0])
         moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
         cam = moved @ d.viewmats[t, :3, :3].T + d.viewmats[t, :3, 3]
         uv = cam @ d.K.T
@@ -304,7 +321,7 @@ class Trainer:
                 self._last_render.meta["means2d"].retain_grad()
             loss.backward()
             self.optimizer.step()
-            self._check_finite(torch.zeros(()))
+            self._check_finite(loss.detach())
         except NonFiniteError as exc:
             self._rollback(str(exc))
             return

@@ -35,8 +35,9 @@ class FrameGaussians:
 
 class DynamicScene(nn.Module):
     def __init__(self, static: GaussianSet, dynamic: GaussianSet, scaffold: MotionScaffold,
-                 binding: SkinBinding, skin_mode: str = "dqb"):
+                 binding: SkinBinding, skin_mode: str = "dqb", reference_frame: int = 0):
         super().__init__()
+        self.reference_frame = reference_frame  # the frame whose space is canonical (nodes = identity)
         self.static = static
         self.dynamic = dynamic
         self.scaffold = scaffold

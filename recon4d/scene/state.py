@@ -42,14 +42,14 @@ def load_resized(module: nn.Module, state: dict[str, Tensor]) -> None:
 def save_scene(folder: Path, scene: DynamicScene, heads: nn.ModuleDict, meta: dict[str, Any]) -> None:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {f"scene.{k}": v.detach().contiguous() for k, v in scene.state_dict().items()}
-    tensors.update({f"heads.{k}": v.detach().contiguous() for k, v in heads.state_dict().items()})
+    tensors = {f"scene.{k}": v.detach().cpu().contiguous() for k, v in scene.state_dict().items()}
+    tensors.update({f"heads.{k}": v.detach().cpu().contiguous() for k, v in heads.state_dict().items()})
     with atomic_path(folder / "scene.safetensors") as tmp:
         save_file(tensors, str(tmp))
     head_dims = {name: [h.net[0].in_features, h.net[2].out_features, h.net[0].out_features]
                  for name, h in heads.items()}
     write_json(folder / "scene.json", {**meta, "skin_mode": scene.skin_mode,
-                                       "reference_frame": getattr(scene, "reference_frame", 0),
+                                       "reference_frame": scene.reference_frame,
                                        "heads": head_dims})
 
 

@@ -186,7 +186,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
         dynamic = np.load(priors / "masks.npz")["dynamic"]
     else:
         dynamic, resid = masker.compute(fwd, bwd, depth, cam.K, cam.viewmats, user)
-        _save(priors / "masks.npz", compress=True, dynamic=dynamic, residual=resid.astype(np.float16))
+        _save(priors / "masks.npz", compress=True, dynamic=dynamic, residual=np.minimum(resid, 1e4).astype(np.float16))
         dyn_tracks = track_dynamic(dynamic, xy, vis) | in_user
         _save(priors / "tracks.npz", xy=xy, visible=vis, dynamic=dyn_tracks, seed_frame=seeds,
               points_world=cam.points.astype(np.float32))

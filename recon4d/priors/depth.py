@@ -163,7 +163,9 @@ class SparseDepth:
         if ok.sum() < 4:
             warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)
             return out, self.kind
-        gy, gx = np.mgrid[0:H, 0:W] + 0.5
+        # interpolate on a grid 4x coarser (the result is smooth anyway), then upsample: 16x fewer queries
+        h, w = max(2, H // 4), max(2, W // 4)
+        gy, gx = (np.mgrid[0:h, 0:w] + 0.5) * [[[H / h]], [[W / w]]]
         for t in tqdm(range(T), desc="depth (sparse)", disable=not progress, leave=False):
             sel = ok & vis[t]
             if sel.sum() < 4:
@@ -176,8 +178,8 @@ class SparseDepth:
             # interpolate inverse depth (far points have little weight); nearest outside the hull
             lin = griddata(uv, inv, (gx, gy), method="linear")
             near = griddata(uv, inv, (gx, gy), method="nearest")
-            inv_map = np.where(np.isfinite(lin), lin, near)
-            inv_map = cv2.GaussianBlur(inv_map.astype(np.float32), (0, 0), 1.5)
+            inv_map = cv2.resize(np.where(np.isfinite(lin), lin, near).astype(np.float32), (W, H),
+                                 interpolation=cv2.INTER_LINEAR)
             out[t] = 1.0 / np.maximum(inv_map, 1e-6)
         return out, self.kind
 

@@ -1,1 +1,4 @@
-"""Interactive browser viewer of a fitted scene (viser): ``app`` wires the server, ``scene_layers`` computes what it draws."""
+"""Interactive browser viewer of a fitted scene (viser).
+
+``app`` wires the server and its controls; ``scene_layers`` computes what it draws.
+"""

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from recon4d.export.job import dynamic_splats, static_splats
 from recon4d.export.ply import Splats
-from recon4d.render.cameras import camera_centre
+from recon4d.render.cameras import camera_centre, global_camera
 from recon4d.render.fitted import FittedScene
 from recon4d.viewer.scene_layers import MODES, PcaColours, colours, covariances, trajectory_segments
 
@@ -56,12 +56,13 @@ class SceneViewer:
         self.static_cov = covariances(self.static)
         self.pca = PcaColours(torch.cat([self.static.latents, scene.dynamic_latents()]))
         self.lock = threading.Lock()
-        centres = torch.stack([camera_centre(v) for v in data.viewmats])
-        self.extent = float((centres - centres.mean(0)).norm(dim=1).max()) or float(data.depth[data.depth > 0].median())
+        # Sizes of frusta, nodes and lines follow the scene's scale (its median prior depth).
+        self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0
 
         self.server = viser.ViserServer(host=host, port=port, verbose=False)
         up = data.world_up if data.world_up is not None else -data.viewmats[0, 1, :3]
         self.server.scene.set_up_direction(tuple(float(x) for x in up))
+        self._start_at_global_view()
         gui = self.server.gui
         self.status = gui.add_markdown("")
         self.slider = gui.add_slider("frame", min=0, max=data.frames - 1, step=1, initial_value=data.frames // 2)
@@ -80,6 +81,15 @@ class SceneViewer:
     def url(self) -> str:
         return f"http://{self.server.get_host()}:{self.server.get_port()}"
 
+    def _start_at_global_view(self) -> None:
+        """Open (and "reset view") at DESIGN.md's global view, which sees the whole event."""
+        view, K = global_camera(self.fitted.scene, self.fitted.data)
+        cam = self.server.initial_camera
+        cam.position = tuple(camera_centre(view).tolist())
+        cam.look_at = tuple((camera_centre(view) + self.extent * view[2, :3]).tolist())
+        cam.up = tuple((-view[1, :3]).tolist())
+        cam.fov = 2 * math.atan(self.fitted.data.height / (2 * float(K[1, 1])))
+
     def _add_cameras(self) -> None:
         data = self.fitted.data
         fov = 2 * math.atan(data.height / (2 * float(data.K[1, 1])))
@@ -97,8 +107,8 @@ class SceneViewer:
             return
         with torch.no_grad():
             segments = trajectory_segments(scaffold.node_positions())
-        self.trajectories = self.server.scene.add_line_segments("/scaffold/trajectories", segments, colors=(255, 170, 0),
-                                            thickness=0.002 * self.extent)
+        self.trajectories = self.server.scene.add_line_segments(
+            "/scaffold/trajectories", segments, colors=(255, 170, 0), thickness=0.002 * self.extent)
 
     def _splats(self, name: str, splats: Splats, cov: np.ndarray, t: int, visible: bool) -> None:
         rgb = colours(splats, self.mode.value, self.fitted.data.viewmats[t], self.pca)
@@ -121,7 +131,7 @@ class SceneViewer:
                     self._splats("/splats/dynamic", dyn, covariances(dyn), t, True)
                     nodes = scene.scaffold.node_positions(t).numpy()
                     self.server.scene.add_point_cloud("/scaffold/nodes", nodes, colors=(255, 60, 0),
-                                                      point_size=0.01 * self.extent, visible=self.show_nodes.value)
+                                                      point_size=0.004 * self.extent, visible=self.show_nodes.value)
                 self.server.scene.add_camera_frustum(
                     "/cameras/current", fov=self.frusta[t].fov, aspect=data.width / data.height,
                     scale=0.08 * self.extent, thickness=0.005 * self.extent, color=(230, 30, 30),

@@ -74,7 +74,24 @@ def test_ablate_end_to_end_and_resume(ablation_inputs, tmp_path):
     assert all(manifest["scenes"][n]["status"] == "done" for n in names)
 
     stamps = {p: p.stat().st_mtime_ns for p in [vqa / "results.jsonl",
-                                                 *(out / "scenes" / n / "metrics.json" for n in names)]}
+                                                 *(out / "scenes" / n / "metrics.json" for n in names),
+                                                 *(out / "scenes" / n / "renders" / "global" / "rgb.mp4" for n in names)]}
     assert _ablate(videos, qa, out) == 0
-    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no refit, no question answered again
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no refit, no re-render, nothing answered again
     assert (vqa / "ablation.png").exists()
+
+
+def test_only_questions_on_fitted_scenes_are_evaluated(tmp_path):
+    """A scene that failed to fit drops out of every modality alike (raw could answer it, the others not)."""
+    from recon4d.ablate.run import AblationPlan, questions_on
+    from recon4d.batch.runner import BatchOptions
+
+    entries = [{"id": f"q{i}", "video": f"{scene}/video.mp4"} for i, scene in enumerate(["a", "b", "a"])]
+    entries.append("not a question")  # malformed entries stay for the evaluation to report
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps(entries))
+    plan = AblationPlan(qa=qa, videos=tmp_path, out=tmp_path / "out", batch=BatchOptions(out=tmp_path, config=None),
+                        log=lambda m: None)
+    assert questions_on(plan, ["a", "b"]) == qa
+    kept = json.loads(questions_on(plan, ["a"]).read_text())
+    assert [e["id"] if isinstance(e, dict) else e for e in kept] == ["q0", "q2", "not a question"]

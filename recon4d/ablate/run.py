@@ -9,12 +9,14 @@ resume point; the summary is rebuilt from that file every time (cheap, determini
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recon4d.batch.inputs import VIDEO_SUFFIXES, SceneSpec
 from recon4d.batch.runner import BatchOptions, run_batch
+from recon4d.io.atomic import write_json
 
 
 @dataclass
@@ -68,28 +70,42 @@ def render_global(scene_dirs: list[Path], log) -> None:
         run_render(RenderJob(scene=scene, path="global"), log=lambda m: log(f"{scene.name}: {m}"))
 
 
-def unanswered(plan: AblationPlan) -> int:
+def questions_on(plan: AblationPlan, fitted: list[str]) -> Path:
+    """The question file to evaluate: all of ``plan.qa``, or (when some scenes did not fit) only the
+    questions on fitted scenes, so that every modality is scored on the same questions."""
+    from vqa_bridge.vlm4d import scene_name
+
+    entries = json.loads(Path(plan.qa).read_text(encoding="utf-8"))
+    fitted_set = set(fitted)  # malformed entries stay, for run_vlm4d to report by id
+    keep = [e for e in entries if not isinstance(e, dict) or scene_name(str(e.get("video", ""))) in fitted_set]
+    if len(keep) == len(entries):
+        return plan.qa
+    plan.log(f"ablate: evaluating the {len(keep)} of {len(entries)} questions whose scene is fitted")
+    return write_json(plan.out / "vqa" / "questions_fitted.json", keep)
+
+
+def unanswered(plan: AblationPlan, qa: Path) -> int:
     """(question, modality, prompt mode) items not yet in results.jsonl."""
     from vqa_bridge.report import ResultLog
     from vqa_bridge.vlm4d import load_questions
 
     results = ResultLog(plan.out / "vqa")
-    questions, _ = load_questions(plan.qa)
+    questions, _ = load_questions(qa)
     return sum(not results.done(q.id, m, p) for q in questions for m in plan.modalities for p in plan.prompt_modes)
 
 
-def evaluate(plan: AblationPlan) -> None:
+def evaluate(plan: AblationPlan, qa: Path) -> None:
     """VLM4D over every modality x prompt mode; loads the VLM only when something is left to answer."""
     from vqa_bridge.adapters import Generation, load_adapter
     from vqa_bridge.evaluate import run_vlm4d
 
-    left = unanswered(plan)
+    left = unanswered(plan, qa)
     if left == 0:
         plan.log("ablate: evaluation complete in results.jsonl, skipped")
         return
     plan.log(f"ablate: {left} answers to compute with {plan.model}")
     adapter = load_adapter(plan.model, plan.model_path)
-    outcome = run_vlm4d(plan.qa, plan.out / "scenes", plan.out / "vqa", adapter, plan.model, plan.modalities,
+    outcome = run_vlm4d(qa, plan.out / "scenes", plan.out / "vqa", adapter, plan.model, plan.modalities,
                         plan.prompt_modes, plan.n_frames, Generation(*plan.max_new_tokens), log=plan.log)
     plan.log(f"ablate: answered {outcome.answered}, problems {len(outcome.problems)}")
 
@@ -108,7 +124,7 @@ def run_ablation(plan: AblationPlan) -> dict[str, Path]:
     if failed:
         plan.log(f"ablate: not fitted (see {manifest.path}): {', '.join(failed)}; their questions are skipped")
     render_global(fitted, plan.log)
-    evaluate(plan)
+    evaluate(plan, questions_on(plan, [p.name for p in fitted]))
     records = ResultLog(plan.out / "vqa").records
     if not records:
         raise RuntimeError(f"no question was answered; see the messages above and {plan.out / 'vqa'}")

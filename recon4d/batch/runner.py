@@ -82,7 +82,7 @@ def _record_result(manifest: Manifest, name: str, ref, retries: int) -> None:
     import ray
 
     rec = manifest.scenes[name]
-    rec.finished = now()
+    rec.finished, rec.log = now(), str(manifest.out / name / "log.txt")
     try:
         result = ray.get(ref)
     except ray.exceptions.RayTaskError as err:

@@ -20,7 +20,6 @@ The fitted world is aligned to the ground-truth world by a similarity transform
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
-from recon4d.fit.data import MissingStageError, load_scene_data
+from recon4d.fit.data import MissingStageError, frames_info, load_scene_data
 from recon4d.fit.init import kabsch, lift
 from recon4d.fit.teachers import to_grid
 from recon4d.io.atomic import write_json
@@ -103,8 +102,7 @@ def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     data = load_scene_data(scene_dir)
     scene, heads, meta = load_scene(scene_dir / "model")
     if gt_dir is None:
-        source = json.loads((scene_dir / "frames" / "frames.json").read_text()).get("source", "")
-        gt_dir = Path(source)
+        gt_dir = Path(frames_info(scene_dir).get("source", ""))
     gt_dir = Path(gt_dir)
     if not (gt_dir / "gt").is_dir():
         raise MissingStageError(f"{gt_dir} has no gt/ folder; pass --gt <recon4d synth scene folder>")

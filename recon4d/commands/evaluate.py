@@ -15,7 +15,7 @@ class EvalCommand:
     scene: Path
     """A fitted scene folder (from `recon4d fit`)."""
     gt: Path | None = None
-    """The `recon4d synth` scene it came from (default: the source recorded in frames/frames.json)."""
+    """The `recon4d synth` scene it came from (default: the source recorded in frames.json)."""
 
 
 def main(argv: list[str]) -> int:

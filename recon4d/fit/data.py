@@ -61,10 +61,16 @@ def _require(path: Path, how: str) -> Path:
     return path
 
 
+def frames_info(scene: Path) -> dict:
+    """``<scene>/frames.json``: fps, size, source (the input path) and source frame indices."""
+    path = Path(scene) / "frames.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def load_scene_data(scene: Path) -> SceneData:
     scene = Path(scene)
     how = f"run `recon4d fit --video <input> --out {scene.parent} --stop-after priors` first"
-    frames_json = json.loads(_require(scene / "frames" / "frames.json", how).read_text())
+    _require(scene / "frames.json", how)
     files = sorted((scene / "frames").glob("*.jpg")) or sorted((scene / "frames").glob("*.png"))
     if not files:
         raise MissingStageError(f"no frames in {scene / 'frames'}; {how}")
@@ -83,7 +89,6 @@ def load_scene_data(scene: Path) -> SceneData:
             f"{scene}: frames ({T}), cameras ({len(camera['viewmats'])}), depth ({depth.shape[0]}) and "
             f"masks ({masks.shape[0]}) disagree in length; re-run the priors stage"
         )
-    del frames_json
     return SceneData(
         images=torch.from_numpy(images).float() / 255.0,
         K=torch.tensor(camera["K"], dtype=torch.float32),

@@ -53,7 +53,7 @@ class ObjectInstance:
 def mask_source(scene_dir: Path) -> Path | None:
     """The ``Annotations/`` folder of the scene's input, if it has one (frames.json ``source``)."""
     scene_dir = Path(scene_dir)
-    info = json.loads((scene_dir / "frames" / "frames.json").read_text())
+    info = json.loads((scene_dir / "frames.json").read_text())
     source = Path(info.get("source", ""))
     for base in (source, Path.cwd() / source, scene_dir.parent / source, scene_dir.parent.parent / source):
         if (base / "Annotations").is_dir():
@@ -193,7 +193,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray,
 
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``.
     """
-    info = json.loads((Path(scene_dir) / "frames" / "frames.json").read_text())
+    info = json.loads((Path(scene_dir) / "frames.json").read_text())
     folder = masks or mask_source(scene_dir)
     if folder is not None:
         ids = assign_by_masks(tracks, data.K.numpy(), data.viewmats.numpy(),

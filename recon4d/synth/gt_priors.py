@@ -89,7 +89,7 @@ def write_gt_priors(synth_dir: Path, scene_dir: Path, track_stride: int = 4) -> 
         with atomic_path(frames / f"{i:05d}.jpg") as tmp:
             shutil.copyfile(src, tmp)
     fps = json.loads((synth_dir / "gt" / "cameras.json").read_text()).get("fps", 12)
-    write_json(frames / "frames.json", {"fps": fps, "width": W, "height": H, "source": str(synth_dir),
+    write_json(scene_dir / "frames.json", {"fps": fps, "width": W, "height": H, "source": str(synth_dir),
                                         "indices": list(range(T))})
     priors = scene_dir / "priors"
     write_json(priors / "camera.json", {"K": K.tolist(), "viewmats": viewmats.tolist(), "width": W,

@@ -54,6 +54,10 @@ def main(argv: list[str]) -> int:
     from recon4d.batch.runner import BatchOptions
     from recon4d.fit.presets import load_preset
 
+    missing = [o for o in ("--qa", "--videos") if not option_value(argv, o, "")]
+    if missing and not {"-h", "--help"} & set(argv):
+        print(f"recon4d ablate: {' and '.join(missing)} required (see --help)", file=sys.stderr)
+        return 2
     preset = option_value(argv, "--preset", "auto")
     if preset == "auto":
         preset = "default" if torch.cuda.is_available() else "cpu-preview"
@@ -64,10 +68,10 @@ def main(argv: list[str]) -> int:
         return 2
     cmd = tyro.cli(AblateCommand, args=argv, prog="recon4d ablate",
                    default=dataclasses.replace(AblateCommand(qa=Path("."), videos=Path("."), config=base)))
-    for path in (cmd.qa, cmd.videos):
-        if not path.exists():
-            print(f"recon4d ablate: {path} does not exist", file=sys.stderr)
-            return 2
+    if not cmd.qa.is_file() or not cmd.videos.is_dir():
+        print(f"recon4d ablate: --qa must be a question file and --videos a folder ({cmd.qa}, {cmd.videos})",
+              file=sys.stderr)
+        return 2
     batch = BatchOptions(out=cmd.out / "scenes", config=cmd.config, priors=cmd.priors, retries=cmd.retries,
                          gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                          ray_address=cmd.ray_address, num_cpus=cmd.num_cpus)

@@ -56,6 +56,10 @@ def main(argv: list[str]) -> int:
     from recon4d.batch.runner import BatchOptions, run_batch
     from recon4d.fit.presets import load_preset
 
+    if not {"-h", "--help"} & set(argv) and not option_value(argv, "--inputs", ""):
+        print("recon4d batch: --inputs is required (a folder of videos or sequences, or a .txt/.csv list)",
+              file=sys.stderr)
+        return 2
     preset = option_value(argv, "--preset", "auto")
     if preset == "auto":
         preset = "default" if torch.cuda.is_available() else "cpu-preview"

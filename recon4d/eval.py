@@ -121,7 +121,7 @@ def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     fit_depth = renders[0].depth[0, ..., 0]
     ok = (ids[0] == 0) & (gt_depth[0] > 0) & (renders[0].alpha[0, ..., 0] > 0.9)
     ys, xs = torch.nonzero(ok, as_tuple=True)
-    uv = torch.stack([xs, ys], 1).float()
+    uv = torch.stack([xs, ys], 1).float() + 0.5  # pixel centres
     gt_pts = lift(uv, gt_depth[0, ys, xs], gt_K, gt_view[0])
     sim = umeyama(lift(uv, fit_depth[ys, xs], data.K, data.viewmats[0]), gt_pts)
     extent = float((gt_pts.max(0).values - gt_pts.min(0).values).norm())
@@ -153,7 +153,7 @@ def covisible(depth: Tensor, K: Tensor, view: Tensor, in_K: Tensor, in_views: Te
     """
     H, W = depth.shape
     ys, xs = torch.nonzero(depth > 0, as_tuple=True)
-    world = lift(torch.stack([xs, ys], 1).float(), depth[ys, xs], K, view)
+    world = lift(torch.stack([xs, ys], 1).float() + 0.5, depth[ys, xs], K, view)
     seen = torch.zeros(len(world), dtype=torch.bool)
     h, w = in_depth.shape[1:]
     for t in range(len(in_views)):

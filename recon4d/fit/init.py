@@ -40,9 +40,9 @@ class InitConfig:
 
 
 def lift(uv: Tensor, depth: Tensor, K: Tensor, viewmat: Tensor) -> Tensor:
-    """Pixel coordinates (pixel i centred at i) with camera depth -> world points [P,3]."""
+    """Image coordinates (pixel i spans [i, i+1), centre i + 0.5, as the rasterizer) with depth -> world [P,3]."""
     ones = torch.ones_like(uv[:, :1])
-    rays = torch.cat([uv + 0.5, ones], 1) @ torch.linalg.inv(K).T
+    rays = torch.cat([uv, ones], 1) @ torch.linalg.inv(K).T
     cam = rays * depth[:, None]
     c2w = torch.linalg.inv(viewmat)
     return cam @ c2w[:3, :3].T + c2w[:3, 3]
@@ -58,7 +58,7 @@ def _pixels(mask: Tensor, stride: int) -> Tensor:
 def _lift_pixels(data: SceneData, t: int, mask: Tensor, stride: int) -> tuple[Tensor, Tensor, Tensor]:
     px = _pixels(mask & (data.depth[t] > 0), stride)
     d = data.depth[t, px[:, 1], px[:, 0]]
-    pts = lift(px.float(), d, data.K, data.viewmats[t])
+    pts = lift(px.float() + 0.5, d, data.K, data.viewmats[t])
     rgb = data.images[t, px[:, 1], px[:, 0]]
     size = d / data.K[0, 0] * stride * 0.6  # about the pixel footprint
     return pts, rgb, size
@@ -105,9 +105,10 @@ def rotmat_to_quat(rot: Tensor) -> Tensor:
     return F.normalize(torch.stack(q), dim=0)
 
 
-def _sample_depth(depth: Tensor, xy: Tensor) -> Tensor:
-    x = xy[:, 0].round().long().clamp(0, depth.shape[1] - 1)
-    y = xy[:, 1].round().long().clamp(0, depth.shape[0] - 1)
+def sample_depth(depth: Tensor, xy: Tensor) -> Tensor:
+    """Depth of the pixel containing each image point (nearest pixel, no blending across edges)."""
+    x = xy[:, 0].floor().long().clamp(0, depth.shape[1] - 1)
+    y = xy[:, 1].floor().long().clamp(0, depth.shape[0] - 1)
     return depth[y, x]
 
 
@@ -120,7 +121,7 @@ def node_trajectories(data: SceneData, nodes: Tensor, ref: int, cfg: InitConfig)
     if len(tracks) < 3:
         return quats, trans
     xy_ref = data.track_xy[ref, tracks]
-    p_ref = lift(xy_ref, _sample_depth(data.depth[ref], xy_ref), data.K, data.viewmats[ref])
+    p_ref = lift(xy_ref, sample_depth(data.depth[ref], xy_ref), data.K, data.viewmats[ref])
     k = min(cfg.tracks_per_node, len(tracks))
     near, d2 = knn(nodes.contiguous(), p_ref.contiguous(), k)
     near = near.long()
@@ -131,7 +132,7 @@ def node_trajectories(data: SceneData, nodes: Tensor, ref: int, cfg: InitConfig)
             continue
         vis_t = data.track_visible[t, tracks]
         xy_t = data.track_xy[t, tracks]
-        p_t = lift(xy_t, _sample_depth(data.depth[t], xy_t), data.K, data.viewmats[t])
+        p_t = lift(xy_t, sample_depth(data.depth[t], xy_t), data.K, data.viewmats[t])
         for j in range(M):
             idx = near[j][vis_t[near[j]]]
             if len(idx) >= 3:

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from recon4d.fit import losses
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
-from recon4d.fit.init import InitConfig, initial_scene, lift
+from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
 from recon4d.fit.teachers import FeatureHead, to_grid
 from recon4d.io.atomic import atomic_path, write_json
 from recon4d.render import rasterize
@@ -192,9 +192,7 @@ class Trainer:
         if self._track_binding is None:
             sel = torch.nonzero(d.track_dynamic & d.track_visible[ref]).squeeze(1)
             xy = d.track_xy[ref, sel]
-            depth = d.depth[ref, xy[:, 1].round().long().clamp(0, d.height - 1),
-                            xy[:, 0].round().long().clamp(0, d.width - 1)]
-            pts = lift(xy, depth, d.K, d.viewmats[ref])
+            pts = lift(xy, sample_depth(d.depth[ref], xy), d.K, d.viewmats[ref])
             binding = SkinBinding.bind(pts, self.scene.scaffold.node_pos, k=self.cfg.init.skin_k) if len(sel) else None
             self._track_binding = (sel, pts, binding)
         sel, pts, binding = self._track_binding
@@ -207,7 +205,7 @@ class Trainer:
         moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
         cam = moved @ d.viewmats[t, :3, :3].T + d.viewmats[t, :3, 3]
         uv = cam @ d.K.T
-        uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-6) - 0.5
+        uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-6)
         err = (uv - d.track_xy[t, sel])[vis]
         return F.huber_loss(err / d.width, torch.zeros_like(err), delta=0.01)
 

@@ -29,7 +29,7 @@ def _quat_to_rot(q: np.ndarray) -> np.ndarray:
 
 
 def _lift(uv: np.ndarray, depth: np.ndarray, K: np.ndarray, viewmat: np.ndarray) -> np.ndarray:
-    """Pixels (centres) with camera depth -> world points."""
+    """Image points (pixel i spans [i, i+1)) with camera depth -> world points."""
     rays = np.linalg.solve(K, np.concatenate([uv, np.ones((len(uv), 1))], 1).T).T
     cam = rays * depth[:, None]
     c2w = np.linalg.inv(viewmat)
@@ -68,7 +68,7 @@ def gt_tracks(depth: np.ndarray, ids: np.ndarray, K: np.ndarray, viewmats: np.nd
         seen = np.zeros(len(xs), bool)
         d = depth[t, px[inside, 1], px[inside, 0]]
         seen[inside] = np.abs(d - z[inside]) < 0.05 * z[inside]
-        xy[t], visible[t] = uv - 0.5, seen  # pixel-centre convention: centre of pixel i is i
+        xy[t], visible[t] = uv, seen  # image coordinates: pixel i spans [i, i+1), as the rasterizer
     return {"xy": xy, "visible": visible, "dynamic": owner > 0}
 
 

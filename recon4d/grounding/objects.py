@@ -16,13 +16,14 @@ canonical points fit each primitive. Nothing here reads ground truth.
 from __future__ import annotations
 
 import colorsys
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
+
+from recon4d.fit.data import frames_info
 
 MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussians are noise
 MIN_GAUSSIANS = 8
@@ -53,7 +54,7 @@ class ObjectInstance:
 def mask_source(scene_dir: Path) -> Path | None:
     """The ``Annotations/`` folder of the scene's input, if it has one (frames.json ``source``)."""
     scene_dir = Path(scene_dir)
-    info = json.loads((scene_dir / "frames.json").read_text())
+    info = frames_info(scene_dir)
     source = Path(info.get("source", ""))
     for base in (source, Path.cwd() / source, scene_dir.parent / source, scene_dir.parent.parent / source):
         if (base / "Annotations").is_dir():
@@ -193,7 +194,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray,
 
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``.
     """
-    info = json.loads((Path(scene_dir) / "frames.json").read_text())
+    info = frames_info(scene_dir)
     folder = masks or mask_source(scene_dir)
     if folder is not None:
         ids = assign_by_masks(tracks, data.K.numpy(), data.viewmats.numpy(),

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import torch
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PretrainedConfig, PreTrainedModel
 
 from vqa_bridge.adapters.tiny import byte_tokenizer
 
@@ -50,10 +50,25 @@ class TinyQFormerBert(nn.Module):
         return SimpleNamespace(last_hidden_state=out)
 
 
-class InternVideo2ChatStandIn(nn.Module):
-    def __init__(self, vocab: int, frames: int = 4, seed: int = 0):
-        super().__init__()
-        torch.manual_seed(seed)
+class StandInConfig(PretrainedConfig):
+    """Lets the stand-in be saved and loaded like remote code (``auto_map`` + ``trust_remote_code``)."""
+
+    model_type = "internvideo2_chat_standin"
+
+    def __init__(self, vocab: int = 263, frames: int = 4, initializer_range: float = 0.3, **kwargs):
+        self.vocab = vocab
+        self.frames = frames
+        # Larger than the usual 0.02 so that, with two layers, the answer visibly depends on the video.
+        self.initializer_range = initializer_range
+        super().__init__(**kwargs)
+
+
+class InternVideo2ChatStandIn(PreTrainedModel):
+    config_class = StandInConfig
+
+    def __init__(self, config: StandInConfig):
+        super().__init__(config)
+        vocab, frames = config.vocab, config.frames
         self.vision_encoder = TinyVisionEncoder(frames=frames)
         self.vision_layernorm = nn.LayerNorm(24)
         self.qformer = nn.Module()
@@ -66,6 +81,7 @@ class InternVideo2ChatStandIn(nn.Module):
                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
         config._attn_implementation = "eager"
         self.lm = LlamaForCausalLM(config)
+        self.post_init()
 
     def encode_vision(self, image, instruction=None):
         B, T = image.shape[0], image.shape[2]
@@ -90,8 +106,29 @@ class InternVideo2ChatStandIn(nn.Module):
                                 max_new_tokens=max_new_tokens, do_sample=do_sample)
 
 
+def standin_model(frames: int = 4, seed: int = 0) -> tuple[InternVideo2ChatStandIn, object]:
+    tok = byte_tokenizer()
+    torch.manual_seed(seed)
+    return InternVideo2ChatStandIn(StandInConfig(vocab=len(tok), frames=frames)), tok
+
+
 def standin_adapter(frames: int = 4):
     from vqa_bridge.adapters.internvideo2 import InternVideo2Adapter
 
-    tok = byte_tokenizer()
-    return InternVideo2Adapter(InternVideo2ChatStandIn(len(tok), frames=frames), tok, image_size=32, clip_frames=frames)
+    model, tok = standin_model(frames)
+    return InternVideo2Adapter(model, tok, image_size=32, clip_frames=frames)
+
+
+def save_as_remote_code(folder, frames: int = 4) -> None:
+    """Write the stand-in like an InternVideo2-Chat hub folder: config.json with auto_map, modeling files
+    that import the classes above, sharded safetensors weights and the tokenizer."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    model, tok = standin_model(frames)
+    model.config.auto_map = {"AutoConfig": "configuration_standin.StandInConfig",
+                             "AutoModel": "modeling_standin.InternVideo2ChatStandIn"}
+    model.save_pretrained(folder, max_shard_size="20KB")
+    tok.save_pretrained(folder)
+    (folder / "configuration_standin.py").write_text("from tests.internvideo2_standin import StandInConfig\n")
+    (folder / "modeling_standin.py").write_text("from tests.internvideo2_standin import InternVideo2ChatStandIn\n")

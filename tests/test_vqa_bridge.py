@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from recon4d.commands import vqa as vqa_command
+from tests.conftest import shared_data
 from tests.internvideo2_standin import standin_adapter
 from vqa_bridge.adapters.tiny import IMAGE_SIZE, VISION_DIM, tiny_adapter
 from vqa_bridge.modalities import SceneInputs, ShortVideoError, sample_indices
@@ -179,9 +180,7 @@ def test_vlm4d_loader_maps_videos_and_names_bad_entries(tmp_path):
                                                    "question q1", "entry 5 (no id)"]
 
 
-def test_vlm4d_real_annotations_load(tmp_path):
-    from tests.conftest import shared_data
-
+def test_vlm4d_real_annotations_load():
     questions, problems = load_questions(shared_data("vlm4d", "vlm4d_real_mc_davis.json"))
     # One published question lists its correct option twice (C and D), so no single letter is right.
     assert len(questions) == 794

@@ -23,11 +23,21 @@ class AnswerConfig:
     scene: Path
     """Fitted scene folder (with model/, frames/, priors/)."""
     qa: Path
-    """VLM4D-format question file (a JSON list); entries for other videos are answered too."""
+    """VLM4D-format question file (a JSON list); only the entries whose video names this scene
+    (file stem or parent folder equal to the scene's or its source's name) are answered, all when none do."""
     out: Path | None = None
     """JSONL answers (default <scene>/answers.jsonl); the description goes to <out stem>.cues.txt."""
     masks: Path | None = None
     """Instance id masks (Annotations/ folder); default: the input's own, else scaffold clusters."""
+
+
+def _for_scene(entries: list[dict], scene: Path) -> list[dict]:
+    """The entries about this scene's video (a benchmark file holds many videos)."""
+    from recon4d.fit.data import frames_info
+
+    names = {scene.name, Path(str(frames_info(scene).get("source", ""))).name}
+    mine = [e for e in entries if {Path(str(e.get("video", ""))).stem, Path(str(e.get("video", ""))).parent.name} & names]
+    return mine or entries
 
 
 def main(argv: list[str]) -> int:
@@ -36,7 +46,7 @@ def main(argv: list[str]) -> int:
     from recon4d.grounding import answer_file
     from recon4d.io.atomic import atomic_path
 
-    entries = json.loads(Path(cfg.qa).read_text())
+    entries = _for_scene(json.loads(Path(cfg.qa).read_text()), Path(cfg.scene))
     try:
         records, cues = answer_file(cfg.scene, entries, cfg.masks)
     except MissingStageError as err:

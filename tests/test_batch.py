@@ -1,15 +1,15 @@
 """`recon4d batch` with a real local Ray instance on 2 CPUs and tiny synthetic scenes.
 
-Three scenes, one made to fail (a corrupt input frame mask, read by the GT-priors stage):
-the batch ends with 2 done and 1 failed with its error in batch.json; after the input is
-fixed a re-run fits only the missing scene; a driver killed mid-batch (its whole process
-group, as a terminal or a scheduler would) loses nothing on re-run and repeats no
-finished scene.
+Three videos, one made to fail (a corrupt mp4, refused by frame ingestion): the batch
+ends with 2 done and 1 failed with its error in batch.json; after the video is fixed a
+re-run fits only the missing scene. A driver killed mid-batch (its whole process group,
+as a terminal or a scheduler would) loses nothing on re-run and repeats no finished scene.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
@@ -29,15 +29,11 @@ from recon4d.fit.presets import load_preset
 os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
 ray = pytest.importorskip("ray")
 
-# 1 static + 1 joint step: the batch machinery is under test, not the optimiser.
-FAST = ["--config.steps.static", "1", "--config.steps.scaffold", "0", "--config.steps.joint", "1",
-        "--config.steps.features", "0"]
 
-
-def fast_config(joint: int = 1):
+def fast_config():
+    """1 static + 1 joint step: the batch machinery is under test, not the optimiser."""
     cfg = load_preset("test")
-    return dataclasses.replace(cfg, steps=dataclasses.replace(cfg.steps, static=1, scaffold=0, joint=joint,
-                                                              features=0))
+    return dataclasses.replace(cfg, steps=dataclasses.replace(cfg.steps, static=1, scaffold=0, joint=1, features=0))
 
 
 def batch_runs(scene_dir: Path) -> int:
@@ -70,20 +66,25 @@ def copy_sources(sources: Path, dest: Path) -> list[str]:
 
 
 def test_failure_is_recorded_and_rerun_completes_only_the_missing_scene(sources, local_ray, tmp_path):
-    names = copy_sources(sources, tmp_path / "src")
+    """Videos with computed priors (preprocessing is ~1 s on a tiny clip); the third video is corrupt."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for synth in sorted(sources.iterdir()):
+        shutil.copy(synth / "video.mp4", videos / f"{synth.name}.mp4")
+    names = sorted(p.stem for p in videos.iterdir())
     good, bad = names[:2], names[2]
-    mask = tmp_path / "src" / bad / "Annotations" / "00000.png"
-    original = mask.read_bytes()
-    mask.write_bytes(b"not a png")
+    video = videos / f"{bad}.mp4"
+    original = video.read_bytes()
+    video.write_bytes(original[: len(original) // 3][::-1])  # scrambled: no container header left
     out = tmp_path / "out"
-    opts = BatchOptions(out=out, config=fast_config(), priors="gt", retries=1, gpus_per_scene=0)
+    opts = BatchOptions(out=out, config=fast_config(), priors="auto", retries=1, gpus_per_scene=0)
 
-    first = run_batch(discover(tmp_path / "src"), opts)
+    first = run_batch(discover(videos), opts)
     on_disk = Manifest.load(out)
     assert [on_disk.scenes[n].status for n in names] == ["done", "done", "failed"]
     assert on_disk.scenes == first.scenes
     failed = on_disk.scenes[bad]
-    assert "cannot identify image file" in failed.error and "00000.png" in failed.error
+    assert failed.error.startswith("IngestError") and str(video) in failed.error
     assert failed.attempts == 2  # the first try and Ray's one retry
     assert Path(failed.log) == out / bad / "log.txt" and "Traceback" in Path(failed.log).read_text()
     for name in good:
@@ -92,8 +93,8 @@ def test_failure_is_recorded_and_rerun_completes_only_the_missing_scene(sources,
     finished = {n: on_disk.scenes[n].finished for n in good}
     first_end = time.time_ns()
 
-    mask.write_bytes(original)
-    run_batch(discover(tmp_path / "src"), opts)
+    video.write_bytes(original)
+    run_batch(discover(videos), opts)
     again = Manifest.load(out)
     assert all(again.scenes[n].status == "done" for n in names)
     for name in good:  # untouched: same file, same record, one batch attempt in its log
@@ -104,10 +105,26 @@ def test_failure_is_recorded_and_rerun_completes_only_the_missing_scene(sources,
     assert again.scenes[bad].attempts == 3 and again.scenes[bad].error is None
 
 
+def wait_for_unlocked(scene_dirs: list[Path], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for scene in scene_dirs:
+        if not (scene / ".batch.lock").exists():
+            continue
+        with open(scene / ".batch.lock") as f:
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, f"a worker still holds {scene} after the kill"
+                    time.sleep(0.2)
+
+
 def _cli(src: Path, out: Path, joint: int) -> list[str]:
-    steps = [*FAST[:5], str(joint), *FAST[6:]]
     return [sys.executable, "-m", "recon4d.cli", "batch", "--inputs", str(src), "--out", str(out), "--num-cpus",
-            "2", "--retries", "0", "--preset", "test", "--priors", "gt", *steps]
+            "2", "--retries", "0", "--preset", "test", "--priors", "gt", "--config.steps.static", "1",
+            "--config.steps.scaffold", "0", "--config.steps.joint", str(joint), "--config.steps.features", "0"]
 
 
 def test_killed_driver_loses_nothing_and_repeats_nothing(sources, tmp_path):
@@ -128,6 +145,9 @@ def test_killed_driver_loses_nothing_and_repeats_nothing(sources, tmp_path):
     finally:
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray instance it started
         driver.wait()
+    # Ray workers live in their own process groups and exit once they see their raylet gone; one may
+    # finish its scene first. Judge the folders once no worker holds a scene lock any more.
+    wait_for_unlocked([out / n for n in names], timeout=60)
     finished = {n: (out / n / "metrics.json").stat().st_mtime_ns for n in names if fit_complete(out / n)}
     started = {n: batch_runs(out / n) if (out / n / "log.txt").exists() else 0 for n in set(names) - set(finished)}
     assert len(finished) < len(names), "every scene finished before the kill; nothing was interrupted"
@@ -142,3 +162,4 @@ def test_killed_driver_loses_nothing_and_repeats_nothing(sources, tmp_path):
         assert batch_runs(out / name) == 1
     for name, runs in started.items():  # interrupted or never started: exactly one more attempt
         assert batch_runs(out / name) == runs + 1 and manifest.scenes[name].error is None
+        assert manifest.scenes[name].attempts == 1 and manifest.scenes[name].durations

@@ -72,8 +72,8 @@ def plan(specs: list[SceneSpec], manifest: Manifest, out: Path) -> tuple[list[Sc
                 rec.note = "found complete in its scene folder (the run that made it was not recorded)"
             skipped.append(spec.name)
             continue
-        if rec.status == "done":
-            rec.note = "manifest said done but the scene folder is incomplete: fitted again"
+        rec.note = "manifest said done but the scene folder is incomplete: fitted again" \
+            if rec.status == "done" else None
         todo.append(spec)
     return todo, skipped
 
@@ -168,7 +168,7 @@ def _watch(refs: dict, manifest: Manifest, run_id: str, opts: BatchOptions, prog
             if manifest.scenes[name].durations:
                 progress.durations.append(manifest.scenes[name].durations[-1])
         for name in refs.values():
-            lock, rec = read_lock(Path(opts.out) / name), manifest.scenes[name]
+            lock, rec = read_lock(manifest.out / name), manifest.scenes[name]
             if lock.get("run") == run_id and lock.get("state") == "running" and rec.status != "running":
                 rec.status, rec.started, changed = "running", now(), True
         if changed:

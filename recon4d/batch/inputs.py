@@ -21,9 +21,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-# Same suffixes the frames stage accepts (recon4d/io/frames.py, not committed yet when this was written).
-VIDEO_SUFFIXES = {".mp4", ".mov", ".avi", ".webm", ".mkv", ".m4v"}
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+from recon4d.io.frames import IMAGE_SUFFIXES, VIDEO_SUFFIXES  # what the frames stage reads
 
 
 class InputError(ValueError):

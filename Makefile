@@ -27,6 +27,8 @@ test: setup
 bench: setup
 	$(VENV)/bin/recon4d bench render
 	$(VENV)/bin/recon4d bench skin
+	$(VENV)/bin/recon4d bench priors
+	$(VENV)/bin/recon4d bench fit
 
 clean:
 	rm -rf out cuda_ext/.build .pytest_cache

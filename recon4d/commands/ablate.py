@@ -48,21 +48,16 @@ class AblateCommand:
 
 
 def main(argv: list[str]) -> int:
-    import torch
-
     from recon4d.ablate.run import AblationPlan, run_ablation
     from recon4d.batch.runner import BatchOptions
-    from recon4d.fit.presets import load_preset
+    from recon4d.fit.presets import resolve_preset
 
     missing = [o for o in ("--qa", "--videos") if not option_value(argv, o, "")]
     if missing and not {"-h", "--help"} & set(argv):
         print(f"recon4d ablate: {' and '.join(missing)} required (see --help)", file=sys.stderr)
         return 2
-    preset = option_value(argv, "--preset", "auto")
-    if preset == "auto":
-        preset = "default" if torch.cuda.is_available() else "cpu-preview"
     try:
-        base = load_preset(preset)
+        base = resolve_preset(option_value(argv, "--preset", "auto"))
     except ValueError as exc:
         print(f"recon4d ablate: {exc}", file=sys.stderr)
         return 2

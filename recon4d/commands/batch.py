@@ -50,21 +50,16 @@ class BatchCommand:
 
 
 def main(argv: list[str]) -> int:
-    import torch
-
     from recon4d.batch.inputs import InputError, discover
     from recon4d.batch.runner import BatchOptions, run_batch
-    from recon4d.fit.presets import load_preset
+    from recon4d.fit.presets import resolve_preset
 
     if not {"-h", "--help"} & set(argv) and not option_value(argv, "--inputs", ""):
         print("recon4d batch: --inputs is required (a folder of videos or sequences, or a .txt/.csv list)",
               file=sys.stderr)
         return 2
-    preset = option_value(argv, "--preset", "auto")
-    if preset == "auto":
-        preset = "default" if torch.cuda.is_available() else "cpu-preview"
     try:
-        base = load_preset(preset)
+        base = resolve_preset(option_value(argv, "--preset", "auto"))
     except ValueError as exc:
         print(f"recon4d batch: {exc}", file=sys.stderr)
         return 2

@@ -42,17 +42,12 @@ class FitCommand:
 
 
 def main(argv: list[str]) -> int:
-    import torch
-
     from recon4d.fit.data import MissingStageError
     from recon4d.fit.pipeline import FitJob, run_fit
-    from recon4d.fit.presets import load_preset
+    from recon4d.fit.presets import resolve_preset
 
-    preset = option_value(argv, "--preset", "auto")
-    if preset == "auto":
-        preset = "default" if torch.cuda.is_available() else "cpu-preview"
     try:
-        base = load_preset(preset)
+        base = resolve_preset(option_value(argv, "--preset", "auto"))
     except ValueError as exc:
         print(f"recon4d fit: {exc}", file=sys.stderr)
         return 2

@@ -36,3 +36,12 @@ def load_preset(name: str) -> FitConfig:
     if not path.exists():
         raise ValueError(f"unknown preset {name!r}; available: {', '.join(available())}")
     return _merge(FitConfig(), tomllib.loads(path.read_text()), path.name)
+
+
+def resolve_preset(name: str) -> FitConfig:
+    """``load_preset``, where ``auto`` means ``default`` on a machine with a GPU and ``cpu-preview`` without."""
+    if name == "auto":
+        import torch
+
+        name = "default" if torch.cuda.is_available() else "cpu-preview"
+    return load_preset(name)

@@ -103,7 +103,7 @@ def _direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
     """Dominant camera-frame direction among the offered axes, or None when no axis dominates."""
     m = t.motion
     if not m.moving:
-        return "not moving", f"path {m.path:.2f} < {0.5 * m.size:.2f}"
+        return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
     axes = {"lateral": (m.lateral, "right", "left"), "depth": (m.depth, "away", "towards"), "rise": (m.rise, "up", "down")}
     mags = sorted(((abs(v), name) for name, (v, *_) in axes.items()), reverse=True)
     asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
@@ -207,7 +207,7 @@ def answer_question(entry: dict, st: SceneTracks) -> Answer:
     ans.bound_to = track.obj.label
     m = track.motion
     ans.numbers = {k: round(float(getattr(m, k)), 3) for k in
-                   ("size", "path", "lateral", "depth", "rise", "radial", "forward", "yaw_deg", "seen_rotation_deg")}
+                   ("size", "path", "reach", "lateral", "depth", "rise", "radial", "forward", "yaw_deg", "seen_rotation_deg")}
     if kind == "relative_heading":
         leader, how = bind(parts["a"], st)
         if leader is None or not (leader.motion.moving and m.moving):

@@ -21,7 +21,7 @@ def displacement_words(track: ObjectTrack) -> str:
     """Net displacement in camera terms, largest component first."""
     m = track.motion
     if not m.moving:
-        return f"stays in place (centre travels {m.path:.2f}, object size {m.size:.2f})"
+        return f"stays in place (centre within {m.reach:.2f}, object size {m.size:.2f})"
     parts = [(abs(m.lateral), "right" if m.lateral > 0 else "left"),
              (abs(m.depth), "away from the camera" if m.depth > 0 else "towards the camera"),
              (abs(m.rise), "up" if m.rise > 0 else "down")]

@@ -30,7 +30,10 @@ import numpy as np
 
 from recon4d.grounding.objects import ObjectInstance
 
-MOVING = 0.5  # an object moves when its centre travels more than this many object sizes
+# An object moves when its centre gets further than this many object sizes from where it has been
+# (the reach, not the path: per-frame rigid fits jitter, and jitter adds up along a path; fitted
+# spinning cubes reach 0.4 sizes, moving objects 2.2 or more).
+MOVING = 1.0
 NOT_ROTATING_DEG = 12.0  # below: not rotating / going straight
 ROTATING_DEG = 20.0  # above: rotating / turning; in between the geometry cannot tell
 PLANE_INLIERS = 0.3  # share of static Gaussians on a plane for it to count as the ground
@@ -42,6 +45,7 @@ class Motion:
 
     size: float  # RMS radius of the object's Gaussians: the unit of "moving"
     path: float  # length of the centre's path
+    reach: float  # largest distance between two positions of the centre
     net: np.ndarray  # [3] end minus start, in the first camera's axes
     lateral: float  # to the camera's right, summed in per-frame camera axes
     depth: float  # along the viewing axis (+ = away), summed in per-frame camera axes
@@ -54,7 +58,7 @@ class Motion:
 
     @property
     def moving(self) -> bool:
-        return self.path > MOVING * self.size
+        return self.reach > MOVING * self.size
 
 
 @dataclass
@@ -152,7 +156,8 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)
     spins = np.stack([rotation_vector(rots[t + 1] @ rots[t].T) for t in range(T - 1)])
     yaw_steps, seen_steps = spins @ up, (spins * -to_obj).sum(1)
-    if path > MOVING * size:
+    reach = float(np.linalg.norm(centres[:, None] - centres[None], axis=-1).max())
+    if reach > MOVING * size:
         # A moving object's turning is the turning of its path: observable even when the
         # body is symmetric (a ball's fitted rotation about its own axis is noise).
         yaw_steps = _path_turns(centres, up)
@@ -160,6 +165,7 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     motion = Motion(
         size=size,
         path=path,
+        reach=reach,
         net=viewmats[0, :3, :3] @ (centres[-1] - centres[0]),
         lateral=float(in_cam[0]),
         depth=float(in_cam[2]),

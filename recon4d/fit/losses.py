@@ -23,11 +23,17 @@ def l1_ssim(pred: Tensor, target: Tensor, ssim_weight: float = 0.1) -> Tensor:
 
 
 def depth_loss(pred: Tensor, prior: Tensor, alpha: Tensor) -> Tensor:
-    """Scale-aware L1 between rendered and prior depth, where both exist (relative error)."""
+    """Relative L1 between rendered and prior depth where both exist, each pixel's error capped at 1.
+
+    Priors from monocular estimators have outliers (near-zero depths, wrong layers); the
+    floor on the prior and the cap keep one bad pixel from dominating the step.
+    """
     valid = (prior > 0) & (alpha > 0.5)
     if not valid.any():
         return pred.sum() * 0
-    return ((pred[valid] - prior[valid]).abs() / prior[valid]).mean()
+    floor = 0.05 * prior[valid].median()
+    rel = (pred[valid] - prior[valid]).abs() / prior[valid].clamp(min=floor)
+    return rel.clamp(max=1.0).mean()
 
 
 def mask_loss(pred: Tensor, mask: Tensor) -> Tensor:

@@ -204,10 +204,15 @@ class Trainer:
         ident = torch.zeros_like(pts[:, :1]).expand(-1, 4) + pts.new_tensor([1.0, 0, 0, 0])
         moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
         cam = moved @ d.viewmats[t, :3, :3].T + d.viewmats[t, :3, 3]
+        in_front = cam[:, 2] > 1e-3 * self.extent  # a point behind the camera has no reprojection
         uv = cam @ d.K.T
-        uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-6)
-        err = (uv - d.track_xy[t, sel])[vis]
-        return F.huber_loss(err / d.width, torch.zeros_like(err), delta=0.01)
+        uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-3 * self.extent)
+        keep = vis & in_front
+        if not keep.any():
+            return torch.zeros((), device=d.K.device)
+        # Errors in image widths, capped: a few wrong tracks must not outweigh the rest.
+        err = ((uv - d.track_xy[t, sel]) / d.width)[keep].clamp(-0.2, 0.2)
+        return F.huber_loss(err, torch.zeros_like(err), delta=0.01)
 
     def losses(self, t: int) -> tuple[Tensor, dict[str, float]]:
         d, w, stage = self.data, self.cfg.weights, self.stage

@@ -40,7 +40,7 @@ def _scene(centres: np.ndarray, yaws: np.ndarray) -> SceneTracks:
     body = _cube_points()
     rot = [np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]]) for a in yaws]
     pts = np.stack([body @ r.T + c for r, c in zip(rot, centres)])
-    obj = ObjectInstance(1, np.arange(len(body)), colour="red", shape="cube")
+    obj = ObjectInstance(1, np.arange(len(body)), colour="red", label="the red object")
     T = len(centres)
     track = track_object(obj, pts, np.ones(len(body)), 0, np.repeat(VIEW[None], T, 0), UP)
     return SceneTracks([track], UP, "test", np.repeat(VIEW[None], T, 0), None, "", "test")
@@ -81,7 +81,7 @@ def test_translation_directions_and_absent_objects():
     choices = ["left", "right", "not moving", "no red cube there"]
     assert _ask(st, "From the camera perspective, what direction is the red cube moving towards?", choices) == "left"
     assert _ask(st, "How many objects are moving to the left from the camera perspective?", [0, 1, 2, 3]) == 1
-    for absent in ("red ball", "blue cube", "red cone"):
+    for absent in ("blue cube", "green cone"):
         q = f"Is the {absent} coming closer or moving further away?"
         assert _ask(st, q, ["coming closer", "going further away", "not moving", f"no {absent} there"]) == f"no {absent} there"
     st = _scene(np.array([0.0, 1.0, 0.4]) - t * [0.0, 1.8, 0.0], np.zeros(T))
@@ -95,6 +95,7 @@ def test_unsupported_questions_say_cannot_tell():
     st = _scene(np.zeros((4, 3)), np.zeros(4))
     assert parse("How many times does the horse jump to the right?")[0] == "unsupported"
     assert _ask(st, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == CANNOT_TELL
+    assert _ask(st, "How many cubes are there in the video?", [0, 1, 2, 3]) == CANNOT_TELL  # no shapes
     assert colour_word(np.array([0.1, 0.2, 0.8])) == "blue" and colour_word(np.array([0.5, 0.5, 0.5])) == "grey"
 
 
@@ -122,7 +123,12 @@ def test_answerer_on_fitted_direction_pair(fitted_left_scene, fitted_right_scene
         truth = json.loads((synth / "qa.json").read_text())
         assert [r["id"] for r in records] == [e["id"] for e in truth]
         results[side] = {r["question"]: r["correct"] for r in records}
-        assert float(last.split("=")[1]) >= 0.95, records
+        # shape-counting is declined (the fit gives no reliable shape); everything else must be right
+        declined = [r for r in records if r["letter"] is None]
+        assert all(r["kind"] == "count_shape" for r in declined), declined
+        answered = [r for r in records if r["letter"] is not None]
+        assert sum(r["correct"] for r in answered) >= 0.95 * len(answered), answered
         assert f"moves {side}" in describe_scene(scene)
-    both = [results["left"][q] and results["right"][q] for q in set(results["left"]) & set(results["right"])]
+    shared = [q for q in set(results["left"]) & set(results["right"]) if not q.startswith("How many") or "moving" in q]
+    both = [results["left"][q] and results["right"][q] for q in shared]
     assert sum(both) >= 0.9 * len(both)

@@ -22,7 +22,6 @@ CANNOT_TELL = "cannot tell"
 DOMINANCE = 1.5  # one axis must beat the others by this factor to name a direction
 SAME_DIRECTION_DEG, HEADING_DEG = 10.0, 20.0  # relative heading: same below, left/right above
 COLOUR_WORDS = set(HUES) | {"white", "grey", "gray", "black"}
-SHAPE_NOUNS = {"cube": "cube", "box": "cube", "ball": "ball", "sphere": "ball", "cylinder": "cylinder"}
 # canonical answer -> texts a choice may use for it
 SYNONYMS = {
     "left": {"left", "to the left", "turning left"},
@@ -80,20 +79,20 @@ def parse(question: str) -> tuple[str, dict]:
 def bind(name: str, st: SceneTracks) -> tuple[ObjectTrack | None, str]:
     """The fitted object a noun phrase names, or None (absent or unknown) with the reason.
 
-    "<colour> <shape>" phrases are matched on the estimated colour and shape (no such
-    object: absent). A bare noun ("the swan") cannot be matched by geometry; it binds
-    to the only moving object when there is exactly one, and to nothing otherwise.
+    Phrases with a colour word are matched on the estimated colour only (no object of
+    that colour: absent); the noun is not checked, since shape is not estimated, so
+    "the red ball" binds to a red cube. A bare noun ("the swan") binds to the only
+    moving object when there is exactly one, and to nothing otherwise.
     """
     words = name.replace("-", " ").split()
     colour = next((w for w in words if w in COLOUR_WORDS), None)
     if colour is not None:
-        shape = SHAPE_NOUNS.get(words[-1].removesuffix("s"), words[-1])
-        hits = [t for t in st.tracks if t.obj.colour == colour.replace("gray", "grey") and t.obj.shape == shape]
+        hits = [t for t in st.tracks if t.obj.colour == colour.replace("gray", "grey")]
         if len(hits) == 1:
-            return hits[0], f"matched {hits[0].obj.label} (object {hits[0].obj.index})"
+            return hits[0], f"matched {hits[0].obj.label} (object {hits[0].obj.index}) by colour"
         if not hits:
-            return None, f"absent: no fitted object looks like a {colour} {shape}"
-        return None, f"ambiguous: {len(hits)} objects look like a {colour} {shape}"
+            return None, f"absent: no fitted object is {colour}"
+        return None, f"ambiguous: {len(hits)} objects are {colour}"
     if len(st.tracks) == 1:
         return st.tracks[0], f"assumed: '{name}' is the only moving object ({st.tracks[0].obj.label})"
     return None, f"unbound: '{name}' names no colour and {len(st.tracks)} objects move"
@@ -157,11 +156,7 @@ def _distance(t: ObjectTrack) -> tuple[str | None, str]:
 
 def _count(kind: str, parts: dict, st: SceneTracks) -> tuple[int | None, str]:
     if kind == "count_shape":
-        shape = SHAPE_NOUNS.get(parts["a"].split()[-1])
-        if shape is None:
-            return None, f"cannot recognise '{parts['a']}' geometrically"
-        n = sum(t.obj.shape == shape for t in st.tracks)
-        return n, f"{n} of {len(st.tracks)} objects look like a {shape}"
+        return None, f"counting '{parts['a']}'s needs shapes, which the fit does not give reliably"
     if kind == "count_side":
         dirs = [_direction(t, {"left", "right", "towards", "away"})[0] for t in st.tracks]
         if None in dirs:

@@ -9,14 +9,16 @@ clustered by how far apart they ever get (single linkage), so that two objects
 that touch in one frame but separate later stay two.
 
 Appearance is estimated from the fit only: a colour word from the hue of the
-object's Gaussians and a coarse shape (cube, ball, cylinder) from how well its
-canonical points fit each primitive. Nothing here reads ground truth.
+object's Gaussians. Shape is not estimated: on tiny monocular fits, a test of
+flat faces (share of points on the best five planes) put a cylinder (0.94) above
+every cube (0.86-0.96) and a spinning ball (0.83) among them, so a shape word
+would be a guess. Nothing here reads ground truth.
 """
 
 from __future__ import annotations
 
 import colorsys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +31,6 @@ MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussian
 MIN_GAUSSIANS = 8
 # Basic colour words and their hues in degrees; shading changes value, not hue.
 HUES = {"red": 0.0, "orange": 28.0, "yellow": 52.0, "green": 125.0, "cyan": 185.0, "blue": 228.0, "purple": 283.0}
-PLANES = 5  # a cube shows at most five faces over a clip (four sides and the top when it spins)
-# Five planes hold 0.86-0.96 of a fitted cube's points and 0.67-0.78 of a ball's (9 fitted tiny
-# synth scenes, moving and spinning); no fitted cylinder has been measured, so none is named.
-CUBE_COVER = 0.82
 
 
 @dataclass
@@ -44,13 +42,7 @@ class ObjectInstance:
     mask_id: int | None = None
     rgb: tuple[float, float, float] = (0.0, 0.0, 0.0)
     colour: str | None = None
-    shape: str | None = None
-    shape_fit: dict = field(default_factory=dict)  # the measures the shape word came from
-
-    @property
-    def label(self) -> str:
-        words = [w for w in (self.colour, self.shape) if w]
-        return " ".join(words) if len(words) == 2 else f"object {self.index}"
+    label: str = ""  # how descriptions name it: "the red object", or "object 2 (red)" when colours repeat
 
 
 def mask_source(scene_dir: Path) -> Path | None:
@@ -135,49 +127,12 @@ def colour_word(rgb: np.ndarray) -> str:
     return min(HUES, key=lambda name: min(abs(hue - HUES[name]), 360 - abs(hue - HUES[name])))
 
 
-def shape_measures(points: np.ndarray, seed: int = 0) -> dict[str, float]:
-    """How flat-faced the object's surface is: the share of its points on its best few planes.
-
-    Monocular fits cover only the visible side, at a few pixels per Gaussian, so
-    fitting full primitives is unreliable; what survives is whether the visible
-    surface is made of flat faces: a cube's points lie on a few planes, a ball's do not.
-    Planes are found one after another by RANSAC, inliers within 6% of the object size.
-    """
-    c = points - points.mean(0)
-    size = float(np.sqrt((c**2).sum(1).mean())) + 1e-9
-    rng = np.random.default_rng(seed)
-    left = np.ones(len(c), bool)
-    for _ in range(PLANES):
-        idx = np.nonzero(left)[0]
-        if len(idx) < 3:
-            break
-        best = np.zeros(len(c), bool)
-        for _ in range(300):
-            a, b, d = c[rng.choice(idx, 3, replace=False)]
-            n = np.cross(b - a, d - a)
-            if np.linalg.norm(n) < 1e-12:
-                continue
-            inliers = left & (np.abs((c - a) @ (n / np.linalg.norm(n))) < 0.06 * size)
-            if inliers.sum() > best.sum():
-                best = inliers
-        left &= ~best
-    return {"plane_cover": float(1.0 - left.mean())}
-
-
-def shape_word(measures: dict[str, float]) -> str:
-    """Cube or ball from :func:`shape_measures` (cut-off between the measured ranges of fitted scenes)."""
-    return "cube" if measures["plane_cover"] >= CUBE_COVER else "ball"
-
-
-def describe_looks(obj: ObjectInstance, colours: np.ndarray, opacities: np.ndarray, canon: np.ndarray) -> None:
-    """Fill in colour and shape of ``obj`` from its Gaussians' colours and canonical means."""
+def describe_colour(obj: ObjectInstance, colours: np.ndarray, opacities: np.ndarray) -> None:
+    """Fill in the colour of ``obj``: opacity-weighted median RGB of its Gaussians and its word."""
     w = opacities[obj.gaussians]
     rgb = np.array([_weighted_median(colours[obj.gaussians, k], w) for k in range(3)])
     obj.rgb = tuple(float(x) for x in rgb)
     obj.colour = colour_word(rgb)
-    keep = w > 0.3 if (w > 0.3).sum() >= MIN_GAUSSIANS else np.ones_like(w, bool)
-    obj.shape_fit = shape_measures(canon[obj.gaussians[keep]])
-    obj.shape = shape_word(obj.shape_fit)
 
 
 def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
@@ -206,7 +161,6 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray,
             node_tracks = scene.scaffold.node_positions().numpy()
         ids = cluster_nodes(node_tracks, nodes)
         how = "scaffold clusters"
-    ref = scene.reference_frame if hasattr(scene, "reference_frame") else 0
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
     labels, counts = np.unique(ids[ids > 0], return_counts=True)
@@ -217,6 +171,9 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray,
         if len(members) < max(MIN_GAUSSIANS, MIN_SHARE * len(ids)):
             continue
         obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label) if folder is not None else None)
-        describe_looks(obj, colours, opacities, tracks[ref])
+        describe_colour(obj, colours, opacities)
         objects.append(obj)
+    for obj in objects:
+        same = sum(o.colour == obj.colour for o in objects)
+        obj.label = f"the {obj.colour} object" if same == 1 else f"object {obj.index} ({obj.colour})"
     return objects, how

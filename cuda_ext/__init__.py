@@ -38,10 +38,13 @@ class Family:
     cuda: bool = False
     extra_cflags: tuple[str, ...] = field(default=("-O3", "-fopenmp"))
     extra_ldflags: tuple[str, ...] = field(default=("-fopenmp",))
+    native: bool = False
+    """Compile for this CPU (-march=native). Off where results must be bit-exact with the twin
+    (FMA contraction reorders float sums, e.g. k-NN tie-breaking on equal distances)."""
 
 
 FAMILIES: dict[str, Family] = {
-    "rasterize_cpu": Family(sources=("cpu/rasterize.cpp",)),
+    "rasterize_cpu": Family(sources=("cpu/rasterize.cpp",), native=True),
     "scaffold_cpu": Family(sources=("cpu/scaffold.cpp",)),
     # The .cu holds every scaffold CUDA kernel and includes no torch header (fast nvcc);
     # the bindings .cpp is the only translation unit that parses torch.
@@ -90,6 +93,17 @@ def _missing_toolchain(family: Family) -> str | None:
     return None
 
 
+def _cpu_signature() -> str:
+    """Short hash of the processor's feature flags (Linux /proc/cpuinfo; the platform elsewhere)."""
+    import platform
+
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        flags = platform.processor() or platform.machine()
+    return hashlib.sha1(flags.encode()).hexdigest()[:6]
+
+
 def build(name: str, verbose: bool = False) -> ModuleType:
     """Compile (or fetch from cache) one kernel family; raise KernelBuildError on failure."""
     if name not in FAMILIES:
@@ -111,12 +125,19 @@ def build(name: str, verbose: bool = False) -> ModuleType:
     # through a symlink and its real path; one directory per path avoids rebuild ping-pong.
     torch_path = hashlib.sha1(str(Path(torch.__file__).parent).encode()).hexdigest()[:8]
     build_dir = root / f"{name}_torch{torch.__version__.replace('+', '_')}_{torch_path}"
+    cflags = list(family.extra_cflags)
+    if family.native:
+        # Tuned for this machine's vector units (AVX2/AVX-512, FMA); the build folder is keyed
+        # by the CPU's feature flags so nodes of a cluster sharing a file system never load a
+        # build made for another processor.
+        cflags.append("-march=native")
+        build_dir = build_dir.with_name(f"{build_dir.name}_cpu{_cpu_signature()}")
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
         return cpp_extension.load(
             name=f"recon4d_{name}",
             sources=[str(CSRC / s) for s in family.sources],
-            extra_cflags=list(family.extra_cflags),
+            extra_cflags=cflags,
             extra_cuda_cflags=["-O3", "--use_fast_math"] if family.cuda else None,
             extra_ldflags=list(family.extra_ldflags),
             build_directory=str(build_dir),

@@ -180,6 +180,7 @@ void forward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, con
           }
           const scalar_t w = a * T[p];
           scalar_t* dst = acc.data() + p * D;
+#pragma omp simd
           for (int64_t d = 0; d < D; ++d) dst[d] += w * s.color[d];
           T[p] = next_T;
           last[p] = static_cast<int32_t>(k - begin + 1);
@@ -275,6 +276,7 @@ void backward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, co
           const scalar_t* vp = vpix.data() + p * D;
           scalar_t* buf = buffer.data() + p * D;
           scalar_t v_a = 0;
+#pragma omp simd reduction(+ : v_a)
           for (int64_t d = 0; d < D; ++d) {
             g_col[d] += fac * vp[d];
             v_a += (s.color[d] * T[p] - buf[d] * ra) * vp[d];

@@ -127,10 +127,12 @@ def test_extract_eval_errors_name_the_problem(tmp_path, capsys):
     assert "broken.json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("step", ["run", "extract"])
-def test_unbuilt_steps_say_so(step, capsys):
-    assert vqa.main([step]) == 2
-    assert "not built yet" in capsys.readouterr().err
+@pytest.mark.parametrize("step,option", [("run", "--qa"), ("extract", "--scene")])
+def test_other_steps_name_their_missing_arguments(step, option, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        vqa.main([step])
+    assert exit_info.value.code == 2
+    assert option in capsys.readouterr().err
 
 
 def test_agreement_with_vlm4d_judges():

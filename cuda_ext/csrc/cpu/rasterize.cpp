@@ -106,7 +106,9 @@ inline scalar_t splat_alpha(const Splat<scalar_t>& s, scalar_t px, scalar_t py, 
 
 // Tile-local pixel rectangle [x_lo, x_hi) x [y_lo, y_hi) outside which splat s has
 // sigma > sigma_cut (so alpha < 1/255): the ellipse 0.5 d^T Q d <= cut has half-extents
-// sqrt(2 cut (Q^-1)_xx) and sqrt(2 cut (Q^-1)_yy). One pixel of margin keeps it conservative.
+// sqrt(2 cut (Q^-1)_xx) and sqrt(2 cut (Q^-1)_yy); pixel x is inside when its centre x + 0.5
+// is. The cut already sits 1e-3 above the alpha threshold, so float rounding cannot drop a
+// contributing pixel; the small extra margin covers the double-vs-float extent.
 struct Window {
   int64_t x_lo, x_hi, y_lo, y_hi;
 };
@@ -115,13 +117,13 @@ template <typename scalar_t>
 inline Window splat_window(const Splat<scalar_t>& s, int64_t x0, int64_t y0, int64_t ts) {
   const double det = static_cast<double>(s.ca) * s.cc - static_cast<double>(s.cb) * s.cb;
   if (!(det > 0)) return {0, ts, 0, ts};
-  const double ex = std::sqrt(2.0 * s.sigma_cut * s.cc / det) + 1.0;
-  const double ey = std::sqrt(2.0 * s.sigma_cut * s.ca / det) + 1.0;
+  const double ex = std::sqrt(2.0 * s.sigma_cut * s.cc / det) + 1e-3;
+  const double ey = std::sqrt(2.0 * s.sigma_cut * s.ca / det) + 1e-3;
   auto lo = [ts](double v, int64_t origin) {
-    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::floor(v - 0.5)) - origin));
+    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::ceil(v - 0.5)) - origin));
   };
   auto hi = [ts](double v, int64_t origin) {
-    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::ceil(v - 0.5)) + 1 - origin));
+    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::floor(v - 0.5)) + 1 - origin));
   };
   return {lo(s.mx - ex, x0), hi(s.mx + ex, x0), lo(s.my - ey, y0), hi(s.my + ey, y0)};
 }

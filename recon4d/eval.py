@@ -31,9 +31,11 @@ from PIL import Image
 from torch import Tensor
 
 from recon4d.fit.data import MissingStageError, frames_info, load_scene_data
-from recon4d.fit.init import kabsch, lift
+from cuda_ext.reference.skin import quat_mul
+from recon4d.fit.init import kabsch, lift, rotmat_to_quat
 from recon4d.fit.teachers import to_grid
 from recon4d.io.atomic import write_json
+from recon4d.priors.report import umeyama
 from recon4d.render import rasterize
 from recon4d.render.projection import quat_to_rotmat
 from recon4d.scene.model import LATENT_START, RGB
@@ -50,30 +52,10 @@ class Similarity:
         return self.scale * x @ self.rot.T + self.trans
 
 
-def umeyama(src: Tensor, dst: Tensor) -> Similarity:
-    """Similarity (s, R, t) minimising |s R src + t - dst|^2."""
-    mu_s, mu_d = src.mean(0), dst.mean(0)
-    xs, xd = src - mu_s, dst - mu_d
-    cov = xd.T @ xs / len(src)
-    u, sig, vt = torch.linalg.svd(cov)
-    fix = torch.ones(3)
-    fix[2] = torch.sign(torch.det(u @ vt))
-    rot = u @ torch.diag(fix) @ vt
-    scale = float((sig * fix).sum() / xs.pow(2).sum(1).mean())
-    return Similarity(scale, rot, mu_d - scale * rot @ mu_s)
-
-
-def _rot_to_quat(rot: Tensor) -> Tensor:
-    from recon4d.fit.init import rotmat_to_quat
-
-    return rotmat_to_quat(rot)
-
-
-def _quat_mul(a: Tensor, b: Tensor) -> Tensor:
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
+def similarity_from(src: Tensor, dst: Tensor) -> Similarity:
+    """Umeyama fit (shared with the priors report) as a Similarity on tensors."""
+    scale, rot, trans = umeyama(src.double().numpy(), dst.double().numpy())
+    return Similarity(scale, torch.from_numpy(rot).float(), torch.from_numpy(trans).float())
 
 
 def _read_ids(folder: Path) -> np.ndarray:
@@ -123,7 +105,7 @@ def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     ys, xs = torch.nonzero(ok, as_tuple=True)
     uv = torch.stack([xs, ys], 1).float() + 0.5  # pixel centres
     gt_pts = lift(uv, gt_depth[0, ys, xs], gt_K, gt_view[0])
-    sim = umeyama(lift(uv, fit_depth[ys, xs], data.K, data.viewmats[0]), gt_pts)
+    sim = similarity_from(lift(uv, fit_depth[ys, xs], data.K, data.viewmats[0]), gt_pts)
     extent = float((gt_pts.max(0).values - gt_pts.min(0).values).norm())
     metrics["alignment_scale"] = sim.scale
     metrics["scene_extent_m"] = extent
@@ -133,15 +115,15 @@ def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     metrics.update(traj)
     metrics["direction_correct"] = direction
     if heads:
-        metrics.update(_feature_cosine(scene, heads, data))
+        metrics.update(_feature_cosine(renders, heads, data))
     write_json(scene_dir / "metrics.json", metrics)
     return metrics
 
 
 def _aligned_gaussians(scene, t: int, sim: Similarity):
     g = scene.at(t)
-    q_sim = _rot_to_quat(sim.rot)
-    quats = _quat_mul(q_sim.expand_as(g.quats), F.normalize(g.quats, dim=-1))
+    q_sim = rotmat_to_quat(sim.rot)
+    quats = quat_mul(q_sim.expand_as(g.quats), F.normalize(g.quats, dim=-1))
     return sim.points(g.means), quats, g.scales * sim.scale, g.opacities, g.features
 
 
@@ -237,12 +219,12 @@ def _trajectories(scene, data, sim: Similarity, gt_dir: Path, ids: Tensor, gt_vi
     return {"traj_err_m": mean_err, "traj_err_rel": mean_err / extent, "objects": per_object}, bool(correct)
 
 
-def _feature_cosine(scene, heads, data) -> dict:
+def _feature_cosine(renders, heads, data) -> dict:
+    """Decoded features of the input-camera renders vs the teachers' tokens."""
     result = {}
     for name, teacher in data.teachers.items():
         cos = []
-        for t in range(data.frames):
-            out = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width, data.height)
+        for t, out in enumerate(renders):
             latent = out.features[0, ..., LATENT_START:]
             pred = heads[name](to_grid(latent, teacher.shape[1], teacher.shape[2]))
             cos.append(F.cosine_similarity(pred, teacher[t], dim=-1).mean())

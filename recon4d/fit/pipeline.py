@@ -73,8 +73,9 @@ def ensure_teachers(job: FitJob, log) -> None:
             raise ValueError(f"teacher {name!r} is not cached in {folder}; extract it with "
                              f"`recon4d vqa extract` first (built-in teacher: patch)")
         data = load_scene_data(job.scene_dir)
-        write_teacher(job.scene_dir, name, patch_teacher(data.images))
-        log(f"teacher {name}: {tuple(patch_teacher(data.images[:1]).shape[1:])} tokens per frame")
+        features = patch_teacher(data.images)
+        write_teacher(job.scene_dir, name, features)
+        log(f"teacher {name}: {tuple(features.shape[1:])} tokens per frame")
 
 
 @torch.no_grad()

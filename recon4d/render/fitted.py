@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from recon4d.fit.data import MissingStageError, SceneData, load_scene_data
+from recon4d.fit.data import MissingStageError, SceneData, frames_info, load_scene_data
 from recon4d.fit.trainer import STAGES
 from recon4d.scene import DynamicScene
 from recon4d.scene.state import load_scene
@@ -31,15 +31,6 @@ class FittedScene:
     @property
     def fps(self) -> float:
         return float(frames_info(self.folder).get("fps", 12))
-
-
-def frames_info(folder: Path) -> dict[str, Any]:
-    """frames.json of a scene ({} if absent); the frames stage writes it at the scene root,
-    `--priors gt` scenes inside frames/, so both places are read."""
-    for info in (folder / "frames.json", folder / "frames" / "frames.json"):
-        if info.exists():
-            return json.loads(info.read_text())
-    return {}
 
 
 def _fit_command(folder: Path) -> str:

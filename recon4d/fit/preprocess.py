@@ -30,7 +30,8 @@ import numpy as np
 from recon4d.io.atomic import atomic_path, write_json
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
-from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver, triangulate
+from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
+from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
 from recon4d.priors.flow import DISFlow
 from recon4d.priors.masks import FlowResidualMasks, track_dynamic

@@ -6,12 +6,13 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
 1. Static camera test: when the static tracks barely move (``static_px``), no
    pose or focal can be observed; poses are identity and the focal comes from
    ``fov_deg`` (or ``DEFAULT_FOV_DEG``, flagged as a guess).
-2. Initialisation that needs no depth: homographies between consecutive frames
-   give the rotation part (R = K^-1 H K, projected onto SO(3)); translations
-   start at zero and points at a common inverse depth. It works for pure
-   rotation (pan), where an essential matrix is degenerate.
-3. Field-of-view search: a short bundle adjustment per candidate FoV
-   (``fov_range``), keep the lowest robust reprojection cost.
+2. Motion model and initialisation (:mod:`recon4d.priors.camera_init`): a GRIC
+   test on key-frame pairs picks rotation-only (pan) or translating; a pan
+   starts from homography rotations and keeps every camera at the origin, a
+   translating camera starts from an essential matrix chained by PnP resection
+   against triangulated tracks (one scale for the whole video).
+3. Field-of-view search: initialisation and a short bundle adjustment per
+   candidate FoV (``fov_range``), keep the lowest robust reprojection cost.
 4. Joint refinement of poses, focal and points (inverse depth along the ray of
    each track's first frame, so points at infinity are representable), with a
    Cauchy loss; tracks whose residual stays high are marked dynamic and the
@@ -40,6 +41,8 @@ import numpy as np
 import torch
 from scipy.optimize import least_squares
 from scipy.sparse import coo_matrix, csr_matrix
+
+from recon4d.priors.camera_init import essential_chain, rotation_chain, select_model
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 DEFAULT_FOV_DEG = 55.0  # only used when the focal cannot be observed (static camera) and none is given
@@ -116,6 +119,7 @@ class _Problem:
     T: int
     W: int
     H: int
+    sel: np.ndarray  # [P] index of each selected track among all tracks
     ref: np.ndarray  # [P] reference frame of each track
     ref_xy: np.ndarray  # [P, 2]
     obs_t: np.ndarray  # [M] frame of each observation
@@ -143,17 +147,29 @@ class CameraSolver:
             return self._static(T, W, H, usable, motion)
         sel = _subsample(np.flatnonzero(usable), xy, vis, opt.max_ba_tracks, W, H)
         prob = _problem(xy, vis, sel, W, H, prior_depth)
-        homs = _homographies(xy, vis, usable, T)
+        choice = select_model(xy, vis, usable, W)
+        rotation = choice.kind == "rotation"
+
+        def start(f: float) -> np.ndarray:
+            K = intrinsics(f, W, H)
+            chained = None if rotation else essential_chain(xy, vis, usable, K)
+            if chained is None:
+                view = np.tile(np.eye(4), (T, 1, 1))
+                view[:, :3, :3] = rotation_chain(xy, vis, usable, K)
+                return self._init(prob, f, view, None)
+            return self._init(prob, f, *chained)
+
+        search = {}
         if opt.fov_deg is not None:
-            focal, search = fov_to_focal(opt.fov_deg, W), {}
+            focal = fov_to_focal(opt.fov_deg, W)
         else:
-            search = {}
             for fov in np.arange(opt.fov_range[0], opt.fov_range[1] + 1e-6, opt.fov_step):
                 f = fov_to_focal(fov, W)
-                x = self._adjust(prob, self._init(prob, homs, f), fix_focal=True, nfev=opt.search_nfev)
+                x = self._adjust(prob, start(f), True, rotation, nfev=opt.search_nfev)
                 search[float(fov)] = float(np.median(np.abs(self._residual(x, prob))))
             focal = fov_to_focal(min(search, key=search.get), W)
-        x = self._adjust(prob, self._init(prob, homs, focal), fix_focal=opt.fov_deg is not None, nfev=opt.final_nfev)
+        fix_f = opt.fov_deg is not None
+        x = self._adjust(prob, start(focal), fix_f, rotation, nfev=opt.final_nfev)
         # tracks the static model cannot explain are dynamic: drop them and adjust again
         res = np.linalg.norm(self._residual(x, prob)[: 2 * len(prob.obs_t)].reshape(-1, 2), axis=1)
         per_track = np.zeros(len(sel))
@@ -162,8 +178,10 @@ class CameraSolver:
         inlier = per_track < max(opt.outlier_px, 4 * sigma)
         keep = sel[inlier]
         prob2 = _problem(xy, vis, keep, W, H, prior_depth)
-        x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_focal=opt.fov_deg is not None, nfev=opt.final_nfev)
-        return self._result(x, prob2, keep, P, usable, motion, search)
+        x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_f, rotation, nfev=opt.final_nfev)
+        info = {"model": choice.kind, "model_votes_rotation": f"{choice.votes_rotation}/{choice.pairs}",
+                "gric_h_minus_f": choice.gric_h_minus_f, "fov_search": search}
+        return self._result(x, prob2, keep, P, usable, motion, info, rotation)
 
     # --- parameters: [focal, rvec(T-1)*3, tvec(T-1)*3, inv_depth(P), log_scale(T-1) with a depth prior] ---
     def _unpack(self, x: np.ndarray, prob: _Problem):
@@ -174,19 +192,22 @@ class CameraSolver:
         rho = x[1 + 6 * (T - 1):1 + 6 * (T - 1) + len(prob.ref)]
         return f, r, t, rho
 
-    def _init(self, prob: _Problem, homs: list, focal: float) -> np.ndarray:
-        K = intrinsics(focal, prob.W, prob.H)
-        Kinv = np.linalg.inv(K)
-        R = [np.eye(3)]
-        for Hm in homs:
-            M = Kinv @ Hm @ K if Hm is not None else np.eye(3)
-            U, _, Vt = np.linalg.svd(M)
-            Rr = U @ np.diag([1, 1, np.sign(np.linalg.det(U @ Vt))]) @ Vt
-            R.append(Rr @ R[-1])
-        r = log_rotation(np.stack(R))[1:]
-        if prob.prior_inv is None:
-            return np.concatenate([[focal], r.ravel(), np.zeros(3 * (prob.T - 1)), np.ones(len(prob.ref))])
-        return np.concatenate([[focal], r.ravel(), np.zeros(3 * (prob.T - 1)), prob.prior_inv, np.zeros(prob.T - 1)])
+    def _init(self, prob: _Problem, focal: float, view: np.ndarray, points: np.ndarray | None) -> np.ndarray:
+        """Parameter vector from poses ``[T, 4, 4]`` and world points ``[P_all, 3]`` (None or NaN: unknown,
+        the median inverse depth), rescaled so the inverse depths sit where the gauge term pulls them."""
+        r = log_rotation(view[1:, :3, :3])
+        t = view[1:, :3, 3]
+        rho = np.full(len(prob.ref), np.nan)
+        if points is not None:
+            X = points[prob.sel]
+            z = np.einsum("pij,pj->pi", view[prob.ref, :3, :3], X)[:, 2] + view[prob.ref, 2, 3]
+            rho = np.where(np.isfinite(z) & (z > 1e-9), 1 / np.maximum(z, 1e-9), np.nan)
+        known = np.isfinite(rho)
+        target = np.ones(len(rho)) if prob.prior_inv is None else prob.prior_inv
+        scale = float(np.median(rho[known] / target[known])) if known.sum() >= 3 else 1.0
+        rho = np.where(known, rho / scale, target)
+        tail = [] if prob.prior_inv is None else [np.zeros(prob.T - 1)]
+        return np.concatenate([[focal], r.ravel(), scale * t.ravel(), rho, *tail])
 
     def _gather(self, x: np.ndarray, prob: _Problem) -> list[torch.Tensor]:
         """Per-observation inputs of :func:`reproject` (float64 tensors)."""
@@ -245,9 +266,14 @@ class CameraSolver:
         return coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                           shape=(2 * M + P, len(x))).tocsr()
 
-    def _adjust(self, prob: _Problem, x0: np.ndarray, fix_focal: bool, nfev: int) -> np.ndarray:
+    def _adjust(self, prob: _Problem, x0: np.ndarray, fix_focal: bool, fix_translation: bool, nfev: int) -> np.ndarray:
+        """Robust least squares from ``x0``; fixed parameters are pinned by bounds a hair apart."""
+        x0 = x0.copy()
         lb = np.full_like(x0, -np.inf)
         ub = np.full_like(x0, np.inf)
+        if fix_translation:  # the rotation model: every camera stays at the origin
+            n = slice(1 + 3 * (prob.T - 1), 1 + 6 * (prob.T - 1))
+            x0[n], lb[n], ub[n] = 0.0, -1e-12, 1e-12
         lb[1 + 6 * (prob.T - 1):1 + 6 * (prob.T - 1) + len(prob.ref)] = 0.0  # points in front of their reference camera (or at infinity)
         lb[0], ub[0] = 0.2 * prob.W / 2, 5.0 * prob.W  # FoV between ~11 and ~157 degrees
         if fix_focal:
@@ -267,7 +293,7 @@ class CameraSolver:
         n = 1 + 6 * (prob.T - 1)
         return np.concatenate([x[:n], x[n:n + len(prob.ref)][keep], x[n + len(prob.ref):]])
 
-    def _result(self, x, prob, keep, P, usable, motion, search) -> CameraResult:
+    def _result(self, x, prob, keep, P, usable, motion, info, rotation: bool) -> CameraResult:
         f, r, t, rho = self._unpack(x, prob)
         R = rodrigues(r)
         view = np.tile(np.eye(4), (prob.T, 1, 1))
@@ -286,8 +312,9 @@ class CameraSolver:
         depth = np.median(1 / rho[finite]) if finite.any() else np.inf
         baseline = np.linalg.norm(centres - centres[0], axis=1).max() / depth
         angle = np.degrees(np.linalg.norm(r, axis=1).max())
-        kind = "rotation" if baseline < self.opt.rotation_baseline else ("translation" if angle < 1.0 else "general")
-        info = {"fov_deg": float(np.degrees(2 * np.arctan(prob.W / 2 / f))), "fov_search": search,
+        kind = "rotation" if rotation or baseline < self.opt.rotation_baseline else (
+            "translation" if angle < 1.0 else "general")
+        info = {**info, "fov_deg": float(np.degrees(2 * np.arctan(prob.W / 2 / f))),
                 "reproj_px_median": float(np.median(res)), "ba_tracks": int(len(keep)),
                 "ba_observations": int(len(prob.obs_t)), "baseline_over_depth": float(baseline),
                 "max_rotation_deg": float(angle), "usable_tracks": int(usable.sum()),
@@ -357,46 +384,4 @@ def _problem(xy, vis, sel, W, H, prior_depth) -> _Problem:
 
         z = np.array([sample(prior_depth[r][..., None], q[None])[0, 0] for r, q in zip(ref, ref_xy)])
         prior = 1.0 / np.maximum(z, 1e-6)
-    return _Problem(T, W, H, ref, ref_xy, t_idx, p_idx, xy[t_idx, sel[p_idx]].astype(np.float64), prior)
-
-
-def _homographies(xy, vis, usable, T) -> list:
-    homs = []
-    for t in range(1, T):
-        both = vis[t - 1] & vis[t] & usable
-        Hm = None
-        if both.sum() >= 8:
-            Hm, _ = cv2.findHomography(xy[t - 1, both], xy[t, both], cv2.RANSAC, 1.0)
-        homs.append(Hm)
-    return homs
-
-
-def triangulate(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.ndarray, sel: np.ndarray,
-                max_err_px: float = 2.0, min_angle_deg: float = 1.0) -> np.ndarray:
-    """World points ``[P, 3]`` of tracks ``sel`` by linear triangulation over all their visible frames;
-    NaN where the rays are nearly parallel (< ``min_angle_deg``) or the reprojection error is high."""
-    P = xy.shape[1]
-    out = np.full((P, 3), np.nan)
-    idx = np.flatnonzero(sel & (vis.sum(0) >= 2))
-    if not len(idx):
-        return out
-    Pm = K @ viewmats[:, :3, :]  # [T, 3, 4]
-    v = vis[:, idx].T  # [N, T]
-    uv = xy[:, idx].transpose(1, 0, 2)  # [N, T, 2]
-    rows = np.concatenate([uv[..., 0:1] * Pm[None, :, 2] - Pm[None, :, 0], uv[..., 1:2] * Pm[None, :, 2] - Pm[None, :, 1]], 1)
-    rows = rows * np.concatenate([v, v], 1)[..., None]
-    X = np.linalg.svd(rows)[2][:, -1]
-    X = X[:, :3] / np.where(np.abs(X[:, 3:]) > 1e-12, X[:, 3:], 1e-12)
-    cam = np.einsum("tij,nj->nti", viewmats[:, :3, :3], X) + viewmats[None, :, :3, 3]
-    proj = cam[..., :2] / np.maximum(cam[..., 2:], 1e-9) @ K[:2, :2].T + K[:2, 2]
-    err = np.where(v, np.linalg.norm(proj - uv, axis=-1), 0).max(1)
-    front = np.where(v, cam[..., 2] > 0, True).all(1)
-    centres = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
-    rays = X[:, None] - centres[None]
-    rays /= np.linalg.norm(rays, axis=-1, keepdims=True)
-    first, last = v.argmax(1), v.shape[1] - 1 - v[:, ::-1].argmax(1)
-    n = np.arange(len(idx))
-    angle = np.degrees(np.arccos(np.clip(np.sum(rays[n, first] * rays[n, last], -1), -1, 1)))
-    good = (err < max_err_px) & front & (angle > min_angle_deg)
-    out[idx[good]] = X[good]
-    return out
+    return _Problem(T, W, H, sel, ref, ref_xy, t_idx, p_idx, xy[t_idx, sel[p_idx]].astype(np.float64), prior)

@@ -17,6 +17,8 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
+from recon4d.fit.cameras import refined_viewmats
+
 
 class MissingStageError(RuntimeError):
     """A scene folder lacks the output of an earlier stage; the message says how to make it."""
@@ -67,7 +69,16 @@ def frames_info(scene: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def load_scene_data(scene: Path) -> SceneData:
+def load_scene_data(scene: Path, cameras: str = "fitted") -> SceneData:
+    """Frames and priors of a scene folder as tensors.
+
+    ``cameras="fitted"`` takes the cameras refined by the fit (``model/cameras.json``)
+    when there are any, which is what every command reading a finished fit needs;
+    the optimiser itself asks for ``"priors"``, because it learns its corrections
+    on top of those.
+    """
+    if cameras not in ("fitted", "priors"):
+        raise ValueError(f"cameras must be 'fitted' or 'priors', not {cameras!r}")
     scene = Path(scene)
     how = f"run `recon4d fit --video <input> --out {scene.parent} --stop-after priors` first"
     _require(scene / "frames.json", how)
@@ -84,6 +95,9 @@ def load_scene_data(scene: Path) -> SceneData:
         for f in sorted((scene / "priors" / "teachers").glob("*.safetensors"))
     }
     T = images.shape[0]
+    fitted = refined_viewmats(scene) if cameras == "fitted" else None
+    if fitted is not None and len(fitted) == len(camera["viewmats"]):
+        camera["viewmats"] = fitted
     if not (len(camera["viewmats"]) == depth.shape[0] == masks.shape[0] == T):
         raise MissingStageError(
             f"{scene}: frames ({T}), cameras ({len(camera['viewmats'])}), depth ({depth.shape[0]}) and "
@@ -92,7 +106,7 @@ def load_scene_data(scene: Path) -> SceneData:
     return SceneData(
         images=torch.from_numpy(images).float() / 255.0,
         K=torch.tensor(camera["K"], dtype=torch.float32),
-        viewmats=torch.tensor(camera["viewmats"], dtype=torch.float32),
+        viewmats=torch.as_tensor(camera["viewmats"], dtype=torch.float32),
         depth=torch.from_numpy(depth).float(),
         dynamic_mask=torch.from_numpy(masks).bool(),
         track_xy=torch.from_numpy(tracks["xy"]).float(),

@@ -6,6 +6,7 @@ up where the folder says the last run stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -92,11 +93,16 @@ def run_fit(job: FitJob) -> dict:
     if job.stop_after == "priors":
         return {"stage": "priors"}
     ensure_teachers(job, log)
-    data = load_scene_data(job.scene_dir)
+    data = load_scene_data(job.scene_dir, cameras="priors")  # the fit learns its corrections on these
     log(f"fit: {data.frames} frames at {data.width}x{data.height}, teachers: {sorted(data.teachers) or 'none'}")
-    trainer = fit_scene(data, job.config, job.scene_dir / "model", resume=job.resume, log=log,
+    config = job.config
+    if job.priors == "gt":  # exact cameras: a refinement could only drift away from them
+        config = dataclasses.replace(config, camera_lr=0.0)
+    trainer = fit_scene(data, config, job.scene_dir / "model", resume=job.resume, log=log,
                         stop_after=job.stop_after)
     scene = trainer.scene.cpu()
+    with torch.no_grad():
+        data = dataclasses.replace(data, viewmats=trainer.poses.cpu()(data.viewmats))
     scores = training_psnr(scene, data)
     mid = data.frames // 2
     with torch.no_grad():

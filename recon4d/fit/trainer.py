@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from recon4d.fit import losses
+from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
 from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
@@ -79,13 +80,16 @@ class FitConfig:
     """Rasterizer backend: auto (gsplat on CUDA, C++ kernel on CPU), cpu, torch, gsplat."""
     device: str = "auto"
     """Where to optimise: auto (cuda when available), cpu, cuda, cuda:N."""
+    camera_lr: float = 1e-3
+    """Learning rate of the per-frame pose corrections (static and joint stages); 0 keeps the priors' cameras."""
 
 
 class NonFiniteError(RuntimeError):
     pass
 
 
-def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, stage: str, extent: float, lr: float) -> list[dict]:
+def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefinement, stage: str, extent: float,
+                  lr: float, camera_lr: float) -> list[dict]:
     """Adam parameter groups of a stage (gsplat-like rates, positions scaled by scene extent)."""
     def gaussians(gs, with_pos=True):
         groups = [dict(params=[gs.log_scales], lr=5e-3), dict(params=[gs.quats], lr=1e-3),
@@ -97,12 +101,13 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, stage: str, extent:
     nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3),
              dict(params=[scene.scaffold.node_trans], lr=1e-3 * extent),
              dict(params=[scene.binding.correction], lr=1e-2)]
+    cameras = [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else []
     if stage == "static":
-        groups = gaussians(scene.static)
+        groups = gaussians(scene.static) + cameras
     elif stage == "scaffold":
         groups = nodes
     elif stage == "joint":
-        groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes
+        groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes + cameras
     else:
         groups = [dict(params=[scene.static.latents, scene.scaffold.latents], lr=2e-2),
                   dict(params=list(heads.parameters()), lr=2e-3)]
@@ -137,6 +142,7 @@ class Trainer:
         self.scene.skin_mode = cfg.skin_mode
         self.heads = nn.ModuleDict({name: FeatureHead(latent, feats.shape[-1])
                                     for name, feats in self.data.teachers.items()} if latent else {})
+        self.poses = PoseRefinement(self.data.frames)
         self._to_device()
         self._setup_stage()
 
@@ -144,9 +150,11 @@ class Trainer:
         """The scene is initialised and loaded on the CPU; optimisation runs on ``self.device``."""
         self.scene.to(self.device)
         self.heads.to(self.device)
+        self.poses.to(self.device)
 
     def _setup_stage(self) -> None:
-        groups = _stage_params(self.scene, self.heads, self.stage, self.extent, self.lr)
+        groups = _stage_params(self.scene, self.heads, self.poses, self.stage, self.extent, self.lr,
+                               self.cfg.camera_lr * self.lr)
         self.optimizer = torch.optim.Adam(groups, eps=1e-15)
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
@@ -158,12 +166,15 @@ class Trainer:
                 "versions": {"torch": torch.__version__},
                 "complete": self.stage == "done", "note": note}
         save_scene(self.model_dir, self.scene, self.heads, meta)
+        self.poses.save(self.model_dir, self.data.K, self.data.viewmats)
         with atomic_path(self.model_dir / "optimizer.pt") as tmp:
             torch.save({"optimizer": self.optimizer.state_dict(), "rng": self.rng.getstate(),
                         "torch_rng": torch.get_rng_state()}, tmp)
 
     def load(self) -> None:
         self.scene, self.heads, meta = load_scene(self.model_dir)
+        self.poses = PoseRefinement(self.data.frames)
+        self.poses.load(self.model_dir)
         self._to_device()
         self.stage, self.step, self.lr = meta["stage"], meta["step"], meta["lr_scale"]
         self.history = meta.get("history", [])
@@ -177,14 +188,19 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
 
     # ---- one step -----------------------------------------------------------------------
+    def viewmat(self, t: int) -> Tensor:
+        """Camera ``t`` with its learned correction, ``[1, 4, 4]``."""
+        return self.poses.apply_to(self.data.viewmats[t:t + 1], torch.tensor([t], device=self.device))
+
     def render(self, t: int, with_latent: bool = False, static_only: bool = False):
         g = self.scene.at(t, include_dynamic=not static_only)
         feats = g.features if with_latent else g.features[:, :LATENT_START]
-        geometry = (g.means, g.quats, g.scales, g.opacities)
-        if with_latent:  # feature distillation: geometry is frozen, so keep it out of the graph
+        geometry = (g.means, g.quats, g.scales, g.opacities, self.viewmat(t))
+        if with_latent:  # feature distillation: geometry and cameras are frozen, so keep them out of the graph
             geometry = tuple(x.detach() for x in geometry)
+        means, quats, scales, opacities, view = geometry
         d = self.data
-        return rasterize(*geometry, feats, d.viewmats[t:t + 1], d.K[None], d.width, d.height,
+        return rasterize(means, quats, scales, opacities, feats, view, d.K[None], d.width, d.height,
                          backend=self.cfg.backend)
 
     def _track_loss(self, t: int) -> Tensor:
@@ -203,7 +219,8 @@ class Trainer:
             return torch.zeros((), device=d.K.device)
         ident = torch.zeros_like(pts[:, :1]).expand(-1, 4) + pts.new_tensor([1.0, 0, 0, 0])
         moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
-        cam = moved @ d.viewmats[t, :3, :3].T + d.viewmats[t, :3, 3]
+        view = self.viewmat(t)[0]
+        cam = moved @ view[:3, :3].T + view[:3, 3]
         in_front = cam[:, 2] > 1e-3 * self.extent  # a point behind the camera has no reprojection
         uv = cam @ d.K.T
         uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-3 * self.extent)

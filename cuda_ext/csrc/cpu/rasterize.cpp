@@ -6,15 +6,22 @@
 //
 // Layout of the work: Gaussians are binned into tiles (front to back), then each
 // tile runs "Gaussian outer, pixel inner": one Gaussian's parameters stay in
-// registers while the tile's pixels are swept, and the tile stops as soon as every
+// registers while the pixels of its window in the tile are swept 16 at a time along
+// a row (SIMD lanes are pixels; tile buffers are channel-major so that every
+// channel update is one vector multiply-add), and the tile stops as soon as every
 // pixel is opaque. The backward pass walks each tile's list back to front and
 // accumulates a Gaussian's gradient over the whole tile before one atomic add, so
 // atomics are per (Gaussian, tile) pair rather than per pixel and memory stays O(N).
 #include <torch/extension.h>
 
+#include <omp.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -23,182 +30,406 @@ constexpr double kAlphaMin = 1.0 / 255.0;
 constexpr double kAlphaMax = 0.999;
 constexpr double kTransMin = 1e-4;
 
+// ---------------------------------------------------------------------------------------------
+// Pixel vectors: 16 pixels of a tile row, as GCC/Clang vector extensions so that one source
+// builds for any target (-march=native picks AVX-512, AVX2 or NEON registers). V holds a value
+// per pixel, M the matching lane mask (all ones = true) or integer per pixel.
+constexpr int kLanes = 16;
+
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<float> {
+  typedef float V __attribute__((vector_size(kLanes * sizeof(float))));
+  typedef int32_t I;
+  typedef I M __attribute__((vector_size(kLanes * sizeof(I))));
+  static constexpr int kMantissaBits = 23, kExponentBias = 127, kExpDegree = 7;
+  static constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  static constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187045e-06f;
+};
+template <>
+struct Lanes<double> {
+  typedef double V __attribute__((vector_size(kLanes * sizeof(double))));
+  typedef int64_t I;
+  typedef I M __attribute__((vector_size(kLanes * sizeof(I))));
+  static constexpr int kMantissaBits = 52, kExponentBias = 1023, kExpDegree = 13;
+  static constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+  static constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+};
+
+template <typename V, typename S>
+inline V broadcast(S x) {
+  return V{} + x;
+}
+
+// Folds 16 lanes with op (pairwise halves, so it costs four vector steps, not fifteen scalar ones).
+template <typename V, typename Op>
+inline auto fold(V v, Op op) {
+  static_assert(kLanes == 16, "fold is written for 16 lanes");
+  const auto h8 = op(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                     __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  const auto h4 = op(__builtin_shufflevector(h8, h8, 0, 1, 2, 3), __builtin_shufflevector(h8, h8, 4, 5, 6, 7));
+  const auto h2 = op(__builtin_shufflevector(h4, h4, 0, 1), __builtin_shufflevector(h4, h4, 2, 3));
+  return op(h2[0], h2[1]);
+}
+
+template <typename V>
+inline auto lane_sum(V v) {
+  return fold(v, [](auto a, auto b) { return a + b; });
+}
+
+template <typename M>
+inline bool any(M m) {
+  return fold(m, [](auto a, auto b) { return a | b; }) != 0;
+}
+
+template <typename M>
+inline int64_t count(M m) {
+  return -static_cast<int64_t>(lane_sum(m));  // true lanes are -1
+}
+
+constexpr double inverse_factorial(int k) {
+  double f = 1;
+  for (int i = 2; i <= k; ++i) f *= i;
+  return 1 / f;
+}
+
+// e^x per lane for x in [-100, 0] (callers clamp): 2^n e^r with |r| <= ln2 / 2, e^r from its
+// Taylor series up to the degree where the remainder falls below the type's precision.
+template <typename T>
+inline typename Lanes<T>::V exp_lanes(typename Lanes<T>::V x) {
+  using L = Lanes<T>;
+  using V = typename L::V;
+  using M = typename L::M;
+  const V n = (x * static_cast<T>(M_LOG2E) + L::kRoundMagic) - L::kRoundMagic;
+  const V r = (x - n * L::kLn2Hi) - n * L::kLn2Lo;
+  V p = broadcast<V>(static_cast<T>(inverse_factorial(L::kExpDegree)));
+  for (int k = L::kExpDegree - 1; k >= 0; --k) p = p * r + static_cast<T>(inverse_factorial(k));
+  const M bits = (__builtin_convertvector(n, M) + L::kExponentBias) << L::kMantissaBits;
+  return p * (V)bits;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binning.
+
 struct TileGrid {
   int64_t tile_size, tiles_x, tiles_y;
   int64_t count() const { return tiles_x * tiles_y; }
 };
 
-// Front-to-back tile lists for every camera: offsets [C * n_tiles + 1], ids [n_isect].
+// Tiles [x_lo, x_hi) x [y_lo, y_hi) that a Gaussian's box of radii touches; empty when culled.
+struct TileRect {
+  int32_t x_lo, x_hi, y_lo, y_hi;
+};
+
+template <typename scalar_t>
+inline TileRect tile_rect(const scalar_t* mean, const int32_t* radius, const TileGrid& grid) {
+  if (radius[0] <= 0 || radius[1] <= 0) return {0, 0, 0, 0};
+  // Same arithmetic as the PyTorch twin: (mean -/+ radius) / tile_size, floor/ceil, clamp.
+  const scalar_t ts = static_cast<scalar_t>(grid.tile_size);
+  const scalar_t rx = static_cast<scalar_t>(radius[0]), ry = static_cast<scalar_t>(radius[1]);
+  auto clampi = [](double v, int64_t top) { return static_cast<int32_t>(std::min<double>(std::max(v, 0.0), top)); };
+  return {clampi(std::floor((mean[0] - rx) / ts), grid.tiles_x), clampi(std::ceil((mean[0] + rx) / ts), grid.tiles_x),
+          clampi(std::floor((mean[1] - ry) / ts), grid.tiles_y), clampi(std::ceil((mean[1] + ry) / ts), grid.tiles_y)};
+}
+
+// Unsigned integer whose order is the float order of d (-0 and +0 become one key, NaN sorts last).
+template <typename scalar_t>
+inline auto depth_key(scalar_t d) {
+  using U = std::conditional_t<sizeof(scalar_t) == 4, uint32_t, uint64_t>;
+  const scalar_t z = d + static_cast<scalar_t>(0);  // -0 + 0 = +0
+  U bits;
+  std::memcpy(&bits, &z, sizeof bits);
+  const U sign = U(1) << (8 * sizeof(U) - 1);
+  return (bits & sign) ? static_cast<U>(~bits) : static_cast<U>(bits | sign);
+}
+
+// Stable LSD radix sort of ids by key, a byte per pass: equal depths keep index order, as the
+// twin's stable argsort does. Linear time, unlike the comparison sort it replaces.
+template <typename U>
+void radix_sort(std::vector<U>& keys, std::vector<int32_t>& ids) {
+  std::vector<U> keys_tmp(keys.size());
+  std::vector<int32_t> ids_tmp(ids.size());
+  for (unsigned shift = 0; shift < 8 * sizeof(U); shift += 8) {
+    std::array<size_t, 257> start{};
+    for (U k : keys) ++start[((k >> shift) & 255) + 1];
+    if (std::count(start.begin(), start.end(), keys.size()) == 1) continue;  // one bucket: order stays
+    std::partial_sum(start.begin(), start.end(), start.begin());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const size_t to = start[(keys[i] >> shift) & 255]++;
+      keys_tmp[to] = keys[i];
+      ids_tmp[to] = ids[i];
+    }
+    keys.swap(keys_tmp);
+    ids.swap(ids_tmp);
+  }
+}
+
+// Visible Gaussians of one camera front to back, each with its tile rectangle.
+template <typename scalar_t>
+void depth_order(const scalar_t* depths, const TileRect* rects, int64_t N, std::vector<int32_t>& order,
+                 std::vector<TileRect>& sorted_rects) {
+  std::vector<decltype(depth_key(scalar_t{}))> keys;
+  keys.reserve(N);
+  order.clear();
+  for (int64_t g = 0; g < N; ++g) {
+    if (rects[g].x_lo >= rects[g].x_hi || rects[g].y_lo >= rects[g].y_hi) continue;
+    order.push_back(static_cast<int32_t>(g));
+    keys.push_back(depth_key(depths[g]));
+  }
+  radix_sort(keys, order);
+  sorted_rects.resize(order.size());
+  for (size_t i = 0; i < order.size(); ++i) sorted_rects[i] = rects[order[i]];
+}
+
+// Front-to-back tile lists for every camera: offsets [C * n_tiles + 1], ids [n_isect]. Each
+// thread counts and fills the tiles of its own band of tile rows, so no two threads share a tile.
 template <typename scalar_t>
 void bin_gaussians(const scalar_t* means2d, const int32_t* radii, const scalar_t* depths, int64_t C,
                    int64_t N, const TileGrid& grid, std::vector<int64_t>& offsets,
                    std::vector<int32_t>& ids) {
   const int64_t n_tiles = grid.count();
-  const double ts = static_cast<double>(grid.tile_size);
-  std::vector<int32_t> lo(C * N * 2), hi(C * N * 2);
+  std::vector<TileRect> rects(C * N);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < C * N; ++i) rects[i] = tile_rect(means2d + 2 * i, radii + 2 * i, grid);
+  std::vector<std::vector<int32_t>> order(C);
+  std::vector<std::vector<TileRect>> sorted(C);
+  for (int64_t cam = 0; cam < C; ++cam) depth_order(depths + cam * N, rects.data() + cam * N, N, order[cam], sorted[cam]);
+
   offsets.assign(C * n_tiles + 1, 0);
-  for (int64_t i = 0; i < C * N; ++i) {
-    const int32_t rx = radii[2 * i], ry = radii[2 * i + 1];
-    if (rx <= 0 || ry <= 0) {
-      lo[2 * i] = hi[2 * i] = 0;
-      lo[2 * i + 1] = hi[2 * i + 1] = 0;
-      continue;
+  std::vector<int64_t> cursor;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+    const int32_t band_lo = static_cast<int32_t>(grid.tiles_y * me / threads);
+    const int32_t band_hi = static_cast<int32_t>(grid.tiles_y * (me + 1) / threads);
+    // Calls fn(slot of the tile in offsets, Gaussian) for every (tile in the band, Gaussian) pair, front to back.
+    auto for_each_pair = [&](auto&& fn) {
+      for (int64_t cam = 0; cam < C; ++cam)
+        for (size_t i = 0; i < order[cam].size(); ++i) {
+          const TileRect& r = sorted[cam][i];
+          for (int32_t ty = std::max(r.y_lo, band_lo); ty < std::min(r.y_hi, band_hi); ++ty)
+            for (int32_t tx = r.x_lo; tx < r.x_hi; ++tx) fn(cam * n_tiles + ty * grid.tiles_x + tx, order[cam][i]);
+        }
+    };
+    for_each_pair([&](int64_t tile, int32_t) { ++offsets[tile + 1]; });
+#pragma omp barrier
+#pragma omp single
+    {
+      std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+      ids.resize(offsets.back());
+      cursor.assign(offsets.begin(), offsets.end() - 1);
     }
-    // Same arithmetic as the PyTorch twin: (mean -/+ radius) / tile_size, floor/ceil, clamp.
-    const scalar_t mx = means2d[2 * i], my = means2d[2 * i + 1];
-    auto clampi = [](double v, int64_t top) { return static_cast<int32_t>(std::min<double>(std::max(v, 0.0), top)); };
-    lo[2 * i] = clampi(std::floor((mx - static_cast<scalar_t>(rx)) / static_cast<scalar_t>(ts)), grid.tiles_x);
-    hi[2 * i] = clampi(std::ceil((mx + static_cast<scalar_t>(rx)) / static_cast<scalar_t>(ts)), grid.tiles_x);
-    lo[2 * i + 1] = clampi(std::floor((my - static_cast<scalar_t>(ry)) / static_cast<scalar_t>(ts)), grid.tiles_y);
-    hi[2 * i + 1] = clampi(std::ceil((my + static_cast<scalar_t>(ry)) / static_cast<scalar_t>(ts)), grid.tiles_y);
-    const int64_t cam = i / N;
-    for (int32_t ty = lo[2 * i + 1]; ty < hi[2 * i + 1]; ++ty)
-      for (int32_t tx = lo[2 * i]; tx < hi[2 * i]; ++tx) offsets[cam * n_tiles + ty * grid.tiles_x + tx + 1] += 1;
-  }
-  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
-  ids.resize(offsets.back());
-  std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
-  std::vector<int32_t> order(N);
-  for (int64_t cam = 0; cam < C; ++cam) {
-    const scalar_t* d = depths + cam * N;
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [d](int32_t a, int32_t b) { return d[a] < d[b]; });
-    for (int32_t g : order) {
-      const int64_t i = cam * N + g;
-      for (int32_t ty = lo[2 * i + 1]; ty < hi[2 * i + 1]; ++ty)
-        for (int32_t tx = lo[2 * i]; tx < hi[2 * i]; ++tx) ids[cursor[cam * n_tiles + ty * grid.tiles_x + tx]++] = g;
-    }
+    for_each_pair([&](int64_t tile, int32_t g) { ids[cursor[tile]++] = g; });
   }
 }
 
-template <typename scalar_t>
-struct Splat {
-  scalar_t mx, my, ca, cb, cc, opac, sigma_cut;
-  const scalar_t* color;
+// ---------------------------------------------------------------------------------------------
+// Splats: one screen-space Gaussian with what every tile needs from it, computed once.
+
+// Image pixels [x_lo, x_hi) x [y_lo, y_hi) outside which the splat has sigma > cut.
+struct Window {
+  int64_t x_lo, x_hi, y_lo, y_hi;
 };
 
-// sigma beyond which alpha < 1/255 for sure: lets most pixels skip exp().
+template <typename scalar_t>
+struct Splat {
+  scalar_t mx, my, ca, cb, cc, opac;
+  scalar_t cut;  // sigma beyond which alpha < 1/255 for sure: lets pixels skip exp()
+  Window window;
+};
+
+// Far outside any image but safe to convert to int64 (also where NaN extents end up).
+constexpr double kFar = 1 << 30;
+
+inline double clamp_far(double v) {
+  return v > -kFar ? (v < kFar ? v : kFar) : -kFar;
+}
+
+// The ellipse 0.5 d^T Q d <= cut has half-extents sqrt(2 cut (Q^-1)_xx) and sqrt(2 cut
+// (Q^-1)_yy); pixel x is inside when its centre x + 0.5 is. The cut already sits 1e-3 above
+// the alpha threshold, so float rounding cannot drop a contributing pixel; the small extra
+// margin covers the double-vs-float extent.
+template <typename scalar_t>
+inline Window ellipse_window(scalar_t mx, scalar_t my, scalar_t ca, scalar_t cb, scalar_t cc, scalar_t cut) {
+  if (cut < 0) return {0, 0, 0, 0};
+  const double det = static_cast<double>(ca) * cc - static_cast<double>(cb) * cb;
+  if (!(det > 0)) return {-int64_t(kFar), int64_t(kFar), -int64_t(kFar), int64_t(kFar)};
+  const double ex = std::sqrt(2.0 * cut * cc / det) + 1e-3;
+  const double ey = std::sqrt(2.0 * cut * ca / det) + 1e-3;
+  auto first = [](double v) { return static_cast<int64_t>(std::ceil(clamp_far(v - 0.5))); };
+  auto past_last = [](double v) { return static_cast<int64_t>(std::floor(clamp_far(v - 0.5))) + 1; };
+  return {first(mx - ex), past_last(mx + ex), first(my - ey), past_last(my + ey)};
+}
+
 template <typename scalar_t>
 inline scalar_t sigma_cutoff(scalar_t opac) {
   return opac * 255.0 >= 1.0 ? static_cast<scalar_t>(std::log(opac * 255.0) + 1e-3) : static_cast<scalar_t>(-1);
 }
 
 template <typename scalar_t>
-inline Splat<scalar_t> load_splat(int64_t i, const scalar_t* means2d, const scalar_t* conics,
-                                  const scalar_t* opacities, const scalar_t* colors, int64_t D) {
-  const scalar_t o = opacities[i];
-  return {means2d[2 * i], means2d[2 * i + 1], conics[3 * i], conics[3 * i + 1], conics[3 * i + 2],
-          o, sigma_cutoff(o), colors + i * D};
+std::vector<Splat<scalar_t>> make_splats(const scalar_t* means2d, const scalar_t* conics, const scalar_t* opacities,
+                                         int64_t count) {
+  std::vector<Splat<scalar_t>> splats(count);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) {
+    const scalar_t mx = means2d[2 * i], my = means2d[2 * i + 1];
+    const scalar_t ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
+    const scalar_t cut = sigma_cutoff(opacities[i]);
+    splats[i] = {mx, my, ca, cb, cc, opacities[i], cut, ellipse_window(mx, my, ca, cb, cc, cut)};
+  }
+  return splats;
 }
 
-// alpha of splat s at pixel (px, py), or 0 when it is skipped; also returns vis = exp(-sigma).
-template <typename scalar_t>
-inline scalar_t splat_alpha(const Splat<scalar_t>& s, scalar_t px, scalar_t py, scalar_t& dx, scalar_t& dy,
-                            scalar_t& vis) {
-  dx = s.mx - px;
-  dy = s.my - py;
-  const scalar_t sigma = static_cast<scalar_t>(0.5) * (s.ca * dx * dx + s.cc * dy * dy) + s.cb * dx * dy;
-  if (sigma < 0 || sigma > s.sigma_cut) return 0;
-  vis = std::exp(-sigma);
-  const scalar_t alpha = std::min(static_cast<scalar_t>(kAlphaMax), s.opac * vis);
-  return alpha < static_cast<scalar_t>(kAlphaMin) ? 0 : alpha;
-}
-
-// Tile-local pixel rectangle [x_lo, x_hi) x [y_lo, y_hi) outside which splat s has
-// sigma > sigma_cut (so alpha < 1/255): the ellipse 0.5 d^T Q d <= cut has half-extents
-// sqrt(2 cut (Q^-1)_xx) and sqrt(2 cut (Q^-1)_yy); pixel x is inside when its centre x + 0.5
-// is. The cut already sits 1e-3 above the alpha threshold, so float rounding cannot drop a
-// contributing pixel; the small extra margin covers the double-vs-float extent.
-struct Window {
-  int64_t x_lo, x_hi, y_lo, y_hi;
-};
+// ---------------------------------------------------------------------------------------------
+// Tiles: a tile of ts x ts pixels is stored as rows of 16-pixel chunks (the last one padded).
 
 template <typename scalar_t>
-inline Window splat_window(const Splat<scalar_t>& s, int64_t x0, int64_t y0, int64_t ts) {
-  const double det = static_cast<double>(s.ca) * s.cc - static_cast<double>(s.cb) * s.cb;
-  if (!(det > 0)) return {0, ts, 0, ts};
-  const double ex = std::sqrt(2.0 * s.sigma_cut * s.cc / det) + 1e-3;
-  const double ey = std::sqrt(2.0 * s.sigma_cut * s.ca / det) + 1e-3;
-  auto lo = [ts](double v, int64_t origin) {
-    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::ceil(v - 0.5)) - origin));
-  };
-  auto hi = [ts](double v, int64_t origin) {
-    return std::min<int64_t>(ts, std::max<int64_t>(0, static_cast<int64_t>(std::floor(v - 0.5)) + 1 - origin));
-  };
-  return {lo(s.mx - ex, x0), hi(s.mx + ex, x0), lo(s.my - ey, y0), hi(s.my + ey, y0)};
-}
+struct TileFrame {
+  using V = typename Lanes<scalar_t>::V;
+  using M = typename Lanes<scalar_t>::M;
+  using I = typename Lanes<scalar_t>::I;
+  int64_t ts, row_chunks, chunks;  // chunks = ts * row_chunks
+  int64_t x0, y0;                  // image pixel of the tile's corner
+  M lane;                          // 0, 1, ..., 15
+  std::vector<V> px;               // pixel-centre x of every chunk of a row
 
-template <typename scalar_t>
-void forward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, const torch::Tensor& colors,
-                  const torch::Tensor& opacities, const std::vector<int64_t>& offsets,
-                  const std::vector<int32_t>& ids, const TileGrid& grid, int64_t W, int64_t H, torch::Tensor& render,
-                  torch::Tensor& alpha_out, torch::Tensor& last_out) {
-  const int64_t C = colors.size(0), N = colors.size(1), D = colors.size(2);
-  const int64_t n_tiles = grid.count(), ts = grid.tile_size;
-  const scalar_t* m2 = means2d.data_ptr<scalar_t>();
-  const scalar_t* con = conics.data_ptr<scalar_t>();
-  const scalar_t* col = colors.data_ptr<scalar_t>();
-  const scalar_t* op = opacities.data_ptr<scalar_t>();
-  scalar_t* out = render.data_ptr<scalar_t>();
-  scalar_t* aout = alpha_out.data_ptr<scalar_t>();
-  int32_t* lout = last_out.data_ptr<int32_t>();
+  TileFrame(int64_t tile_size)
+      : ts(tile_size), row_chunks((tile_size + kLanes - 1) / kLanes), chunks(tile_size * row_chunks),
+        x0(0), y0(0), px(row_chunks) {
+    for (int l = 0; l < kLanes; ++l) lane[l] = l;
+  }
 
-#pragma omp parallel
-  {
-    const int64_t P = ts * ts;
-    std::vector<scalar_t> T(P), acc(P * D);
-    std::vector<int32_t> last(P);
-    std::vector<char> done(P);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t tile = 0; tile < C * n_tiles; ++tile) {
-      const int64_t cam = tile / n_tiles, t = tile % n_tiles;
-      const int64_t x0 = (t % grid.tiles_x) * ts, y0 = (t / grid.tiles_x) * ts;
-      const int64_t begin = offsets[tile], end = offsets[tile + 1];
-      std::fill(T.begin(), T.end(), static_cast<scalar_t>(1));
-      std::fill(acc.begin(), acc.end(), static_cast<scalar_t>(0));
-      std::fill(last.begin(), last.end(), 0);
-      int64_t active = 0;
-      for (int64_t p = 0; p < P; ++p) {
-        done[p] = (x0 + p % ts >= W || y0 + p / ts >= H);
-        active += !done[p];
-      }
-      for (int64_t k = begin; k < end && active > 0; ++k) {
-        const Splat<scalar_t> s = load_splat(cam * N + ids[k], m2, con, op, col, D);
-        if (s.sigma_cut < 0) continue;
-        const Window win = splat_window(s, x0, y0, ts);
-        for (int64_t ly = win.y_lo; ly < win.y_hi; ++ly)
-        for (int64_t lx = win.x_lo; lx < win.x_hi; ++lx) {
-          const int64_t p = ly * ts + lx;
-          if (done[p]) continue;
-          scalar_t dx, dy, vis;
-          const scalar_t a = splat_alpha(s, static_cast<scalar_t>(x0 + lx) + static_cast<scalar_t>(0.5),
-                                         static_cast<scalar_t>(y0 + ly) + static_cast<scalar_t>(0.5), dx, dy, vis);
-          if (a == 0) continue;
-          const scalar_t next_T = T[p] * (1 - a);
-          if (next_T <= static_cast<scalar_t>(kTransMin)) {
-            done[p] = 1;
-            --active;
-            continue;
-          }
-          const scalar_t w = a * T[p];
-          scalar_t* dst = acc.data() + p * D;
-#pragma omp simd
-          for (int64_t d = 0; d < D; ++d) dst[d] += w * s.color[d];
-          T[p] = next_T;
-          last[p] = static_cast<int32_t>(k - begin + 1);
-        }
-      }
-      for (int64_t p = 0; p < P; ++p) {
-        const int64_t x = x0 + p % ts, y = y0 + p / ts;
-        if (x >= W || y >= H) continue;
-        const int64_t pix = (cam * H + y) * W + x;
-        std::copy(acc.begin() + p * D, acc.begin() + (p + 1) * D, out + pix * D);
-        aout[pix] = 1 - T[p];
-        lout[pix] = last[p];
+  void place(int64_t tile_x0, int64_t tile_y0) {
+    x0 = tile_x0;
+    y0 = tile_y0;
+    for (int64_t c = 0; c < row_chunks; ++c)
+      px[c] = __builtin_convertvector(lane + static_cast<I>(x0 + c * kLanes), V) +
+              static_cast<scalar_t>(0.5);
+  }
+
+  // Calls fn(ly, lx) for every pixel of the tile inside the image (tile-local coordinates).
+  template <typename Fn>
+  void for_each_pixel(int64_t W, int64_t H, Fn&& fn) const {
+    for (int64_t ly = 0; ly < std::min(ts, H - y0); ++ly)
+      for (int64_t lx = 0; lx < std::min(ts, W - x0); ++lx) fn(ly, lx);
+  }
+
+  int64_t chunk(int64_t ly, int64_t lx) const { return ly * row_chunks + lx / kLanes; }
+
+  // Calls fn(q, dx, dy, in) for every chunk q that meets the splat's window: dx, dy are the
+  // splat's mean minus the pixel centres, `in` masks the lanes inside the window. The forward
+  // and backward passes share this sweep, so they visit exactly the same pixels.
+  template <typename Fn>
+  void sweep(const Splat<scalar_t>& s, Fn&& fn) const {
+    const int64_t x_lo = std::clamp<int64_t>(s.window.x_lo - x0, 0, ts);
+    const int64_t x_hi = std::clamp<int64_t>(s.window.x_hi - x0, 0, ts);
+    const int64_t y_lo = std::clamp<int64_t>(s.window.y_lo - y0, 0, ts);
+    const int64_t y_hi = std::clamp<int64_t>(s.window.y_hi - y0, 0, ts);
+    if (x_lo >= x_hi || y_lo >= y_hi) return;
+    for (int64_t c = x_lo / kLanes; c <= (x_hi - 1) / kLanes; ++c) {
+      const M lx = lane + static_cast<I>(c * kLanes);
+      const M in = (lx >= static_cast<I>(x_lo)) & (lx < static_cast<I>(x_hi));
+      const V dx = s.mx - px[c];
+      for (int64_t ly = y_lo; ly < y_hi; ++ly) {
+        const scalar_t dy = s.my - (static_cast<scalar_t>(y0 + ly) + static_cast<scalar_t>(0.5));
+        fn(ly * row_chunks + c, dx, broadcast<V>(dy), in);
       }
     }
   }
+};
+
+// alpha per lane and the lanes where the splat counts (in `mask` and alpha >= 1/255).
+template <typename scalar_t>
+struct Hit {
+  typename Lanes<scalar_t>::V alpha, vis;  // vis = exp(-sigma)
+  typename Lanes<scalar_t>::M mask;
+};
+
+template <typename scalar_t>
+inline bool hit(const Splat<scalar_t>& s, typename Lanes<scalar_t>::V dx, typename Lanes<scalar_t>::V dy,
+                typename Lanes<scalar_t>::M mask, Hit<scalar_t>& h) {
+  using V = typename Lanes<scalar_t>::V;
+  const V sigma = static_cast<scalar_t>(0.5) * (s.ca * dx * dx + s.cc * dy * dy) + s.cb * dx * dy;
+  mask &= (sigma >= 0) & (sigma <= s.cut);
+  if (!any(mask)) return false;
+  // Lanes outside the mask are clamped into exp's range; their alpha is never used.
+  const V clamped = sigma >= 0 ? (sigma <= s.cut ? sigma : s.cut) : broadcast<V>(scalar_t(0));
+  h.vis = exp_lanes<scalar_t>(-clamped);
+  const V oa = s.opac * h.vis;
+  h.alpha = oa < static_cast<scalar_t>(kAlphaMax) ? oa : broadcast<V>(static_cast<scalar_t>(kAlphaMax));
+  h.mask = mask & (h.alpha >= static_cast<scalar_t>(kAlphaMin));
+  return any(h.mask);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Forward.
+
+template <typename scalar_t>
+void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* colors, int64_t C, int64_t N,
+                  int64_t D, const std::vector<int64_t>& offsets, const std::vector<int32_t>& ids,
+                  const TileGrid& grid, int64_t W, int64_t H, scalar_t* out, scalar_t* alpha_out,
+                  int32_t* last_out) {
+  using V = typename Lanes<scalar_t>::V;
+  using M = typename Lanes<scalar_t>::M;
+  using I = typename Lanes<scalar_t>::I;
+  const int64_t n_tiles = grid.count();
+
+#pragma omp parallel
+  {
+    TileFrame<scalar_t> f(grid.tile_size);
+    const int64_t Q = f.chunks;
+    std::vector<V> T(Q), acc(Q * D);  // acc is channel-major: acc[d * Q + q]
+    std::vector<M> live(Q), last(Q);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t tile = 0; tile < C * n_tiles; ++tile) {
+      const int64_t cam = tile / n_tiles, t = tile % n_tiles;
+      f.place((t % grid.tiles_x) * f.ts, (t / grid.tiles_x) * f.ts);
+      std::fill(T.begin(), T.end(), broadcast<V>(scalar_t(1)));
+      std::fill(acc.begin(), acc.end(), V{});
+      std::fill(last.begin(), last.end(), M{});
+      std::fill(live.begin(), live.end(), M{});
+      int64_t active = 0;
+      f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
+        live[f.chunk(ly, lx)][lx % kLanes] = -1;
+        ++active;
+      });
+      const int64_t begin = offsets[tile], end = offsets[tile + 1];
+      for (int64_t k = begin; k < end && active > 0; ++k) {
+        const int64_t gi = cam * N + ids[k];
+        const Splat<scalar_t>& s = splats[gi];
+        const scalar_t* color = colors + gi * D;
+        const M rank = broadcast<M>(static_cast<I>(k - begin + 1));
+        f.sweep(s, [&](int64_t q, V dx, V dy, M in) {
+          Hit<scalar_t> h;
+          if (!hit(s, dx, dy, in & live[q], h)) return;
+          const V next_T = T[q] * (1 - h.alpha);
+          const M stop = h.mask & (next_T <= static_cast<scalar_t>(kTransMin));
+          if (any(stop)) {
+            live[q] &= ~stop;
+            active -= count(stop);
+          }
+          const M take = h.mask & ~stop;
+          const V w = take ? h.alpha * T[q] : V{};
+          T[q] = take ? next_T : T[q];
+          last[q] = take ? rank : last[q];
+          V* a = acc.data() + q;
+          for (int64_t d = 0; d < D; ++d) a[d * Q] += w * color[d];
+        });
+      }
+      f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
+        const int64_t q = f.chunk(ly, lx), l = lx % kLanes;
+        const int64_t pix = (cam * H + f.y0 + ly) * W + f.x0 + lx;
+        for (int64_t d = 0; d < D; ++d) out[pix * D + d] = acc[d * Q + q][l];
+        alpha_out[pix] = 1 - T[q][l];
+        last_out[pix] = static_cast<int32_t>(last[q][l]);
+      });
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward.
 
 template <typename scalar_t>
 inline void atomic_add(scalar_t* dst, scalar_t v) {
@@ -207,102 +438,92 @@ inline void atomic_add(scalar_t* dst, scalar_t v) {
 }
 
 template <typename scalar_t>
-void backward_impl(const torch::Tensor& means2d, const torch::Tensor& conics, const torch::Tensor& colors,
-                   const torch::Tensor& opacities, const torch::Tensor& tile_offsets, const torch::Tensor& flat_ids,
-                   const torch::Tensor& alpha_img, const torch::Tensor& last_ids, const torch::Tensor& v_render,
-                   const torch::Tensor& v_alpha, const TileGrid& grid, int64_t W, int64_t H, torch::Tensor& g_means2d,
-                   torch::Tensor& g_conics, torch::Tensor& g_colors, torch::Tensor& g_opac) {
-  const int64_t C = colors.size(0), N = colors.size(1), D = colors.size(2);
-  const int64_t n_tiles = grid.count(), ts = grid.tile_size;
-  const scalar_t* m2 = means2d.data_ptr<scalar_t>();
-  const scalar_t* con = conics.data_ptr<scalar_t>();
-  const scalar_t* col = colors.data_ptr<scalar_t>();
-  const scalar_t* op = opacities.data_ptr<scalar_t>();
-  const int64_t* offsets = tile_offsets.data_ptr<int64_t>();
-  const int32_t* ids = flat_ids.data_ptr<int32_t>();
-  const scalar_t* a_img = alpha_img.data_ptr<scalar_t>();
-  const int32_t* last_img = last_ids.data_ptr<int32_t>();
-  const scalar_t* vr = v_render.data_ptr<scalar_t>();
-  const scalar_t* va = v_alpha.data_ptr<scalar_t>();
-  scalar_t* gm = g_means2d.data_ptr<scalar_t>();
-  scalar_t* gc = g_conics.data_ptr<scalar_t>();
-  scalar_t* gcol = g_colors.data_ptr<scalar_t>();
-  scalar_t* go = g_opac.data_ptr<scalar_t>();
+struct Grads {
+  scalar_t *means2d, *conics, *colors, *opac;
+};
+
+template <typename scalar_t>
+void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* colors, int64_t C, int64_t N,
+                   int64_t D, const int64_t* offsets, const int32_t* ids, const scalar_t* alpha_img,
+                   const int32_t* last_img, const scalar_t* v_render, const scalar_t* v_alpha, const TileGrid& grid,
+                   int64_t W, int64_t H, const Grads<scalar_t>& g) {
+  using V = typename Lanes<scalar_t>::V;
+  using M = typename Lanes<scalar_t>::M;
+  using I = typename Lanes<scalar_t>::I;
+  const int64_t n_tiles = grid.count();
 
 #pragma omp parallel
   {
-    const int64_t P = ts * ts;
-    std::vector<scalar_t> T(P), T_final(P), buffer(P * D), vpix(P * D), vpa(P), g_col(D);
-    std::vector<int32_t> last(P);
+    TileFrame<scalar_t> f(grid.tile_size);
+    const int64_t Q = f.chunks;
+    // Per chunk: transmittance (walked back up), final transmittance, dL/dalpha of the pixel,
+    // the pixel's list length; channel-major: dL/drender and the colour accumulated behind.
+    std::vector<V> T(Q), T_final(Q), vpa(Q), vpix(Q * D), behind(Q * D), g_col(D);
+    std::vector<M> last(Q);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t tile = 0; tile < C * n_tiles; ++tile) {
       const int64_t cam = tile / n_tiles, t = tile % n_tiles;
-      const int64_t x0 = (t % grid.tiles_x) * ts, y0 = (t / grid.tiles_x) * ts;
-      const int64_t begin = offsets[tile];
+      f.place((t % grid.tiles_x) * f.ts, (t / grid.tiles_x) * f.ts);
+      std::fill(T.begin(), T.end(), broadcast<V>(scalar_t(1)));
+      std::fill(T_final.begin(), T_final.end(), broadcast<V>(scalar_t(1)));
+      std::fill(vpa.begin(), vpa.end(), V{});
+      std::fill(vpix.begin(), vpix.end(), V{});
+      std::fill(behind.begin(), behind.end(), V{});
+      std::fill(last.begin(), last.end(), M{});
       int32_t max_last = 0;
-      for (int64_t p = 0; p < P; ++p) {
-        const int64_t x = x0 + p % ts, y = y0 + p / ts;
-        if (x >= W || y >= H) {
-          last[p] = 0;
-          continue;
-        }
-        const int64_t pix = (cam * H + y) * W + x;
-        last[p] = last_img[pix];
-        max_last = std::max(max_last, last[p]);
-        T_final[p] = T[p] = 1 - a_img[pix];
-        vpa[p] = va[pix];
-        std::copy(vr + pix * D, vr + (pix + 1) * D, vpix.begin() + p * D);
-      }
-      std::fill(buffer.begin(), buffer.end(), static_cast<scalar_t>(0));
+      f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
+        const int64_t q = f.chunk(ly, lx), l = lx % kLanes;
+        const int64_t pix = (cam * H + f.y0 + ly) * W + f.x0 + lx;
+        last[q][l] = last_img[pix];
+        max_last = std::max(max_last, last_img[pix]);
+        T[q][l] = T_final[q][l] = 1 - alpha_img[pix];
+        vpa[q][l] = v_alpha[pix];
+        for (int64_t d = 0; d < D; ++d) vpix[d * Q + q][l] = v_render[pix * D + d];
+      });
+      const int64_t begin = offsets[tile];
       for (int64_t k = begin + max_last - 1; k >= begin; --k) {
-        const int64_t rel = k - begin;
         const int64_t gi = cam * N + ids[k];
-        const Splat<scalar_t> s = load_splat(gi, m2, con, op, col, D);
-        if (s.sigma_cut < 0) continue;
-        scalar_t g_mx = 0, g_my = 0, g_a = 0, g_b = 0, g_c = 0, g_o = 0;
-        std::fill(g_col.begin(), g_col.end(), static_cast<scalar_t>(0));
-        bool touched = false;
-        const Window win = splat_window(s, x0, y0, ts);
-        for (int64_t ly = win.y_lo; ly < win.y_hi; ++ly)
-        for (int64_t lx = win.x_lo; lx < win.x_hi; ++lx) {
-          const int64_t p = ly * ts + lx;
-          if (rel >= last[p]) continue;
-          scalar_t dx, dy, vis;
-          const scalar_t a = splat_alpha(s, static_cast<scalar_t>(x0 + lx) + static_cast<scalar_t>(0.5),
-                                         static_cast<scalar_t>(y0 + ly) + static_cast<scalar_t>(0.5), dx, dy, vis);
-          if (a == 0) continue;
-          touched = true;
-          const scalar_t ra = 1 / (1 - a);
-          T[p] *= ra;  // transmittance in front of this Gaussian
-          const scalar_t fac = a * T[p];
-          const scalar_t* vp = vpix.data() + p * D;
-          scalar_t* buf = buffer.data() + p * D;
-          scalar_t v_a = 0;
-#pragma omp simd reduction(+ : v_a)
+        const Splat<scalar_t>& s = splats[gi];
+        const scalar_t* color = colors + gi * D;
+        const M rank = broadcast<M>(static_cast<I>(k - begin));
+        V g_mx{}, g_my{}, g_a{}, g_b{}, g_c{}, g_o{};
+        M touched{};
+        std::fill(g_col.begin(), g_col.end(), V{});
+        f.sweep(s, [&](int64_t q, V dx, V dy, M in) {
+          Hit<scalar_t> h;
+          if (!hit(s, dx, dy, in & (rank < last[q]), h)) return;
+          touched |= h.mask;
+          const V ra = 1 / (1 - h.alpha);
+          T[q] = h.mask ? T[q] * ra : T[q];  // transmittance in front of this Gaussian
+          const V fac = h.mask ? h.alpha * T[q] : V{};
+          V v_a{};
+          const V* vp = vpix.data() + q;
+          V* bh = behind.data() + q;
           for (int64_t d = 0; d < D; ++d) {
-            g_col[d] += fac * vp[d];
-            v_a += (s.color[d] * T[p] - buf[d] * ra) * vp[d];
-            buf[d] += s.color[d] * fac;
+            g_col[d] += fac * vp[d * Q];
+            v_a += (color[d] * T[q] - bh[d * Q] * ra) * vp[d * Q];
+            bh[d * Q] += color[d] * fac;
           }
-          v_a += T_final[p] * ra * vpa[p];
-          if (s.opac * vis <= static_cast<scalar_t>(kAlphaMax)) {
-            const scalar_t v_sigma = -s.opac * vis * v_a;
-            g_a += static_cast<scalar_t>(0.5) * v_sigma * dx * dx;
-            g_b += v_sigma * dx * dy;
-            g_c += static_cast<scalar_t>(0.5) * v_sigma * dy * dy;
-            g_mx += v_sigma * (s.ca * dx + s.cb * dy);
-            g_my += v_sigma * (s.cb * dx + s.cc * dy);
-            g_o += vis * v_a;
-          }
-        }
-        if (!touched) continue;
-        atomic_add(gm + 2 * gi, g_mx);
-        atomic_add(gm + 2 * gi + 1, g_my);
-        atomic_add(gc + 3 * gi, g_a);
-        atomic_add(gc + 3 * gi + 1, g_b);
-        atomic_add(gc + 3 * gi + 2, g_c);
-        atomic_add(go + gi, g_o);
-        for (int64_t d = 0; d < D; ++d) atomic_add(gcol + gi * D + d, g_col[d]);
+          v_a += T_final[q] * ra * vpa[q];
+          // Where alpha is clamped to 0.999 it does not depend on sigma or the opacity.
+          const V o_vis = s.opac * h.vis;
+          const M free = h.mask & (o_vis <= static_cast<scalar_t>(kAlphaMax));
+          const V v_sigma = free ? -o_vis * v_a : V{};
+          g_a += static_cast<scalar_t>(0.5) * v_sigma * dx * dx;
+          g_b += v_sigma * dx * dy;
+          g_c += static_cast<scalar_t>(0.5) * v_sigma * dy * dy;
+          g_mx += v_sigma * (s.ca * dx + s.cb * dy);
+          g_my += v_sigma * (s.cb * dx + s.cc * dy);
+          g_o += free ? h.vis * v_a : V{};
+        });
+        if (!any(touched)) continue;
+        atomic_add(g.means2d + 2 * gi, lane_sum(g_mx));
+        atomic_add(g.means2d + 2 * gi + 1, lane_sum(g_my));
+        atomic_add(g.conics + 3 * gi, lane_sum(g_a));
+        atomic_add(g.conics + 3 * gi + 1, lane_sum(g_b));
+        atomic_add(g.conics + 3 * gi + 2, lane_sum(g_c));
+        atomic_add(g.opac + gi, lane_sum(g_o));
+        for (int64_t d = 0; d < D; ++d) atomic_add(g.colors + gi * D + d, lane_sum(g_col[d]));
       }
     }
   }
@@ -343,7 +564,10 @@ std::vector<torch::Tensor> rasterize_forward(const torch::Tensor& means2d, const
   AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "rasterize_forward", [&] {
     bin_gaussians<scalar_t>(means2d.data_ptr<scalar_t>(), radii.data_ptr<int32_t>(), depths.data_ptr<scalar_t>(), C, N,
                             grid, offsets, ids);
-    forward_impl<scalar_t>(means2d, conics, colors, opacities, offsets, ids, grid, width, height, render, alpha, last);
+    const auto splats = make_splats(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(),
+                                    opacities.data_ptr<scalar_t>(), C * N);
+    forward_impl<scalar_t>(splats, colors.data_ptr<scalar_t>(), C, N, D, offsets, ids, grid, width, height,
+                           render.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(), last.data_ptr<int32_t>());
   });
   auto offsets_t = torch::from_blob(offsets.data(), {static_cast<int64_t>(offsets.size())}, torch::kInt64).clone();
   auto ids_t = torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt32).clone();
@@ -358,14 +582,20 @@ std::vector<torch::Tensor> rasterize_backward(const torch::Tensor& means2d, cons
                                               const torch::Tensor& v_render, const torch::Tensor& v_alpha,
                                               int64_t width, int64_t height, int64_t tile_size) {
   TORCH_CHECK(v_render.is_contiguous() && v_alpha.is_contiguous(), "gradients must be contiguous");
+  const int64_t C = colors.size(0), N = colors.size(1), D = colors.size(2);
   const TileGrid grid{tile_size, (width + tile_size - 1) / tile_size, (height + tile_size - 1) / tile_size};
   auto g_means2d = torch::zeros_like(means2d);
   auto g_conics = torch::zeros_like(conics);
   auto g_colors = torch::zeros_like(colors);
   auto g_opac = torch::zeros_like(opacities);
   AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "rasterize_backward", [&] {
-    backward_impl<scalar_t>(means2d, conics, colors, opacities, tile_offsets, flat_ids, alpha, last_ids, v_render,
-                            v_alpha, grid, width, height, g_means2d, g_conics, g_colors, g_opac);
+    const auto splats = make_splats(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(),
+                                    opacities.data_ptr<scalar_t>(), C * N);
+    const Grads<scalar_t> grads{g_means2d.data_ptr<scalar_t>(), g_conics.data_ptr<scalar_t>(),
+                                g_colors.data_ptr<scalar_t>(), g_opac.data_ptr<scalar_t>()};
+    backward_impl<scalar_t>(splats, colors.data_ptr<scalar_t>(), C, N, D, tile_offsets.data_ptr<int64_t>(),
+                            flat_ids.data_ptr<int32_t>(), alpha.data_ptr<scalar_t>(), last_ids.data_ptr<int32_t>(),
+                            v_render.data_ptr<scalar_t>(), v_alpha.data_ptr<scalar_t>(), grid, width, height, grads);
   });
   return {g_means2d, g_conics, g_colors, g_opac};
 }

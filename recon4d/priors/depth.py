@@ -155,8 +155,6 @@ class SparseDepth:
 
     def estimate(self, frames: np.ndarray, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,
                  xy: np.ndarray, vis: np.ndarray, progress: bool = True):
-        from scipy.interpolate import griddata
-
         T, H, W = frames.shape[:3]
         ok = np.isfinite(points).all(1)
         out = np.ones((T, H, W), np.float32)
@@ -176,12 +174,64 @@ class SparseDepth:
             uv = xy[t, sel][front]
             inv = 1.0 / z[front]
             # interpolate inverse depth (far points have little weight); nearest outside the hull
-            lin = griddata(uv, inv, (gx, gy), method="linear")
-            near = griddata(uv, inv, (gx, gy), method="nearest")
-            inv_map = cv2.resize(np.where(np.isfinite(lin), lin, near).astype(np.float32), (W, H),
-                                 interpolation=cv2.INTER_LINEAR)
+            inv_map = cv2.resize(interpolate(uv, inv, gx, gy).astype(np.float32), (W, H), interpolation=cv2.INTER_LINEAR)
             out[t] = 1.0 / np.maximum(inv_map, 1e-6)
         return out, self.kind
+
+
+def interpolate(uv: np.ndarray, values: np.ndarray, gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """Piecewise-linear interpolation of scattered ``values`` at ``uv [N, 2]`` on the grid ``(gx, gy)``
+    (Delaunay triangles), nearest value outside their hull.
+
+    Why not ``scipy.interpolate.griddata``: its point location (``Delaunay.find_simplex``) takes from
+    milliseconds to seconds per call on the same kind of input here (scipy 1.17); drawing each
+    triangle's index into an image with OpenCV and solving barycentric weights per cell is steady.
+    """
+    from scipy.spatial import Delaunay, cKDTree
+
+    h, w = gx.shape
+    near = values[cKDTree(uv).query(np.stack([gx.ravel(), gy.ravel()], 1))[1]].reshape(h, w)
+    try:
+        dt = Delaunay(uv)
+    except Exception:  # fewer than 3 points, or all on a line: no triangle to interpolate in
+        return near
+    # grid units: cell (i, j) is centred at (gx[i, j], gy[i, j]) on a regular grid
+    x0, y0 = gx[0, 0], gy[0, 0]
+    sx, sy = (gx[0, -1] - x0) / max(w - 1, 1), (gy[-1, 0] - y0) / max(h - 1, 1)
+    q = np.stack([(uv[:, 0] - x0) / sx, (uv[:, 1] - y0) / sy], 1)
+    index = np.full((h, w), -1, np.int32)
+    shift = 4  # sub-cell vertex precision for fillConvexPoly
+    for k, c in enumerate(np.round(q[dt.simplices] * (1 << shift)).astype(np.int32)):
+        cv2.fillConvexPoly(index, c, k, lineType=cv2.LINE_8, shift=shift)
+    inside = index >= 0
+    cell = np.argwhere(inside)[:, ::-1].astype(np.float64)  # (x, y) in grid units
+    tri = index[inside]
+    lam = _barycentric(q, dt.simplices[tri], cell)
+    # drawing is inclusive, so a cell near an edge may hold a triangle beside the one containing it:
+    # walk across the edge opposite the most negative weight (a few steps suffice)
+    for _ in range(8):
+        bad = np.flatnonzero(lam.min(1) < -1e-9)
+        if not len(bad):
+            break
+        alt = dt.neighbors[tri[bad], lam[bad].argmin(1)]
+        ok = alt >= 0  # -1: the hull's edge, the cell is outside
+        bad, alt = bad[ok], alt[ok]
+        tri[bad], lam[bad] = alt, _barycentric(q, dt.simplices[alt], cell[bad])
+    lam = np.clip(lam, 0, None)  # cells just outside the hull: the nearest point of their triangle
+    lam /= lam.sum(1, keepdims=True)
+    out = near.copy()
+    out[inside] = np.sum(lam * values[dt.simplices[tri]], 1)
+    return out
+
+
+def _barycentric(q: np.ndarray, simplices: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Barycentric weights ``[N, 3]`` of points ``p [N, 2]`` in triangles ``q[simplices]``."""
+    a, b, c = (q[simplices[:, m]] for m in range(3))
+    det = (b[:, 1] - c[:, 1]) * (a[:, 0] - c[:, 0]) + (c[:, 0] - b[:, 0]) * (a[:, 1] - c[:, 1])
+    det = np.where(np.abs(det) > 1e-12, det, 1e-12)
+    l1 = ((b[:, 1] - c[:, 1]) * (p[:, 0] - c[:, 0]) + (c[:, 0] - b[:, 0]) * (p[:, 1] - c[:, 1])) / det
+    l2 = ((c[:, 1] - a[:, 1]) * (p[:, 0] - c[:, 0]) + (a[:, 0] - c[:, 0]) * (p[:, 1] - c[:, 1])) / det
+    return np.stack([l1, l2, 1 - l1 - l2], 1)
 
 
 def align(values: np.ndarray, kind: str, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,

@@ -33,8 +33,9 @@ from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
+from recon4d.priors.epipolar import max_inverse_depth
 from recon4d.priors.flow import DISFlow
-from recon4d.priors.masks import FlowResidualMasks, track_dynamic
+from recon4d.priors.masks import MotionMasks, TrackMotion, track_dynamic
 from recon4d.priors.report import SynthTruth, camera_errors, is_synth_scene, mask_iou, track_errors
 from recon4d.priors.tracks import ChainedTracks
 
@@ -160,37 +161,53 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
             cam = _gt_camera(src, meta, xy, vis, ~in_user)
         else:
             cam = CameraSolver(cam_opt).solve(xy, vis, ~in_user, W, H, prior_depth=raw)
-        if cam.motion_type in ("translation", "general"):  # densify: every candidate static track
-            tri = triangulate(xy, vis, cam.K, cam.viewmats, ~in_user)
-            cam.points = np.where(np.isfinite(cam.points), cam.points, tri)
         _save_camera(priors, cam, W, H)
         cache.store("camera", k_cam)
     lap("camera")
 
-    k_depth = C.key(k_cam, k_depth_raw)
+    motion = TrackMotion()
+    k_points = C.key(k_cam, repr(motion))
+    if cache.fresh("points", k_points, "points.npz"):
+        z = np.load(priors / "points.npz")
+        moving, points = z["dynamic"], z["points"]
+    else:
+        # parallax bound from the adjustment's own (static) points, before any track is labelled
+        moving = motion.labels(xy, vis, cam.K, cam.viewmats, max_inverse_depth(cam.points, cam.viewmats, vis)) | in_user
+        points = cam.points.copy()
+        points[moving] = np.nan
+        if cam.motion_type in ("translation", "general", "gt"):  # densify: every track that moves like a static one
+            tri = triangulate(xy, vis, cam.K, cam.viewmats, ~moving)
+            points = np.where(np.isfinite(points), points, tri)
+        _save(priors / "points.npz", dynamic=moving, points=points)
+        cache.store("points", k_points)
+    lap("points")
+
+    k_depth = C.key(k_points, k_depth_raw)
     if cache.fresh("depth", k_depth, "depth.npz"):
         depth = np.load(priors / "depth.npz")["depth"]
     else:
         if provider.name == "sparse-fallback":
             warnings.warn(FALLBACK_WARNING, stacklevel=2)
-            values, kind = provider.estimate(frames, cam.K, cam.viewmats, cam.points, xy, vis, cfg.progress)
+            values, kind = provider.estimate(frames, cam.K, cam.viewmats, points, xy, vis, cfg.progress)
         else:
             values, kind = raw if raw is not None else _raw_depth(provider, frames, meta, cfg.progress)
-        depth, fits = align(values, kind, cam.K, cam.viewmats, cam.points, xy, vis)
+        depth, fits = align(values, kind, cam.K, cam.viewmats, points, xy, vis)
         _save(priors / "depth.npz", depth=depth, scale_shift=fits.astype(np.float32), provider=np.array(provider.name))
         cache.store("depth", k_depth)
     lap("depth")
 
-    masker = FlowResidualMasks()
-    k_mask = C.key(k_depth, repr(masker))  # user masks are part of the frames digest
+    masker = MotionMasks()
+    trusted = provider.name != "sparse-fallback"  # the fallback is only right at the tracks
+    k_mask = C.key(k_depth, repr(masker), trusted)  # user masks are part of the frames digest
     if cache.fresh("masks", k_mask, "masks.npz", "tracks.npz"):
         dynamic = np.load(priors / "masks.npz")["dynamic"]
     else:
-        dynamic, resid = masker.compute(fwd, bwd, depth, cam.K, cam.viewmats, user)
+        dynamic, resid = masker.compute(fwd, bwd, cam.K, cam.viewmats, max_inverse_depth(points, cam.viewmats, vis),
+                                        depth if trusted else None, (xy, vis, moving), user)
         _save(priors / "masks.npz", compress=True, dynamic=dynamic, residual=np.minimum(resid, 1e4).astype(np.float16))
-        dyn_tracks = track_dynamic(dynamic, xy, vis) | in_user
+        dyn_tracks = track_dynamic(dynamic, xy, vis) | moving
         _save(priors / "tracks.npz", xy=xy, visible=vis, dynamic=dyn_tracks, seed_frame=seeds,
-              points_world=cam.points.astype(np.float32))
+              points_world=points.astype(np.float32))
         cache.store("masks", k_mask)
     lap("masks")
 

@@ -1,21 +1,38 @@
-"""Dynamic masks: where the observed flow disagrees with the flow the fitted camera predicts.
+"""Dynamic masks: where the observed motion is one no static point could make under the solved cameras.
 
-Why after the camera fit: once K, the poses and a depth map are known, a static
-pixel's motion is fully predicted (``rigid_flow``); what the flow does beyond
-that is object motion. This is the epipolar/flow-residual test of MoSca, with
-the depth term making it work along epipolar lines too. For a static camera the
-predicted flow is zero; for pure rotation it does not depend on depth at all.
+Why after the camera fit: once K and the poses are known, a static pixel's
+motion is confined (:mod:`recon4d.priors.epipolar`): to one point for a camera
+that only rotates, to a half-line for one that translates (the epipolar line,
+from the point at infinity towards the epipole). The distance from there is the
+residual. It needs no depth, which matters because the offline fallback depth
+is wrong between tracks and on objects. When the depth is trusted (a learned
+model, user files) the full rigid-flow residual is used instead: it also sees
+motion along the epipolar line, which the epipolar test cannot.
 
 Slowly moving objects move less than the flow noise from one frame to the next,
-so residuals are also measured over a ``span`` of frames through the chained
-flow, forward and backward; a pixel keeps the smaller of the two, because the
+so residuals are measured over a ``span`` of frames through the chained flow,
+forward and backward; a pixel keeps the smaller of the two, because the
 background an object is about to cover (or has just uncovered) only fails one
-direction while the object fails both. The mask is the residual above ``thresh_px`` (or ``k_sigma`` robust
-standard deviations of the frame's residual, whichever is larger). Flow is
-smoothed over a patch, so the residual spills a few pixels past an object's
-edge; each detected region is therefore cut at ``edge_frac`` of its own peak
-residual (the half-maximum rule used to locate a blurred edge), then cleaned by
-morphology and merged with the user's masks.
+direction while the object fails both.
+
+Why the residual alone flickers: a followed object (a panning camera keeping a
+swan in frame) or one that pauses moves like the background in some frames, and
+a frame-by-frame threshold then drops it. Two things hold the decision over
+time. The residual of each frame is averaged with its ``window`` neighbours,
+carried along the flow, so a pixel's evidence is that of the same surface point
+over several frames. And tracks are labelled once for their whole lifetime
+(:class:`TrackMotion`: dynamic when most of their frame pairs, at
+several spans, violate the static constraint); a dynamic track seeds its region
+in every frame where it is visible, and the mask grows from the seeds over
+pixels with at least half the threshold's residual (hysteresis), so a frame
+where the object's evidence dips keeps the region its tracks vouch for.
+
+The threshold is ``thresh_px`` or ``k_sigma`` robust standard deviations of
+the frame's residual, whichever is larger. Flow is smoothed over a patch, so the
+residual spills a few pixels past an object's edge; each detected region is
+therefore cut at ``edge_frac`` of its own peak residual (the half-maximum rule
+used to locate a blurred edge), then cleaned by morphology and merged with the
+user's masks.
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import sample
 
 
@@ -41,38 +59,83 @@ def rigid_flow(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.
     return np.stack([u - gx, v - gy], -1).astype(np.float32)
 
 
+def chain(flows: np.ndarray, pos: np.ndarray, t: int, u: int) -> np.ndarray:
+    """Positions ``pos [N, 2]`` of frame t carried to frame u through consecutive flows (forward flows
+    when u > t, backward flows when u < t)."""
+    step = 1 if u > t else -1
+    for s in range(t, u, step):
+        pos = pos + sample(flows[s if step > 0 else s - 1], pos)
+    return pos
+
+
 @dataclass(frozen=True)
-class FlowResidualMasks:
+class MotionMasks:
     span: int = 2  # frames over which the flow is chained before comparing
     thresh_px: float = 1.25
     k_sigma: float = 4.0
     min_area: int = 12  # connected components smaller than this (pixels) are dropped
     edge_frac: float = 0.7  # a region keeps the pixels above this fraction of its 90th-percentile residual
-    name: str = "flow-residual"
+    window: int = 2  # frames on each side whose residual, carried along the flow, is averaged in
+    name: str = "motion"
 
-    def compute(self, fwd: np.ndarray, bwd: np.ndarray, depth: np.ndarray, K: np.ndarray,
-                viewmats: np.ndarray, user: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(dynamic ``[T, H, W]`` bool, residual ``[T, H, W]`` float32 in pixels)."""
-        T, H, W = depth.shape
+    def residual(self, fwd: np.ndarray, bwd: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
+                 max_inv_depth: np.ndarray, depth: np.ndarray | None = None) -> np.ndarray:
+        """``[T, H, W]`` float32 px: epipolar residual (``max_inv_depth [T]`` bounds the parallax), or the
+        rigid-flow residual when ``depth`` is given."""
+        T, H, W = fwd.shape[0] + 1, *fwd.shape[1:3]
         resid = np.full((T, H, W), np.inf, np.float32)
         gy, gx = np.mgrid[0:H, 0:W] + 0.5
         grid = np.stack([gx, gy], -1).reshape(-1, 2)
         for t in range(T):
-            for flows, step in ((fwd, 1), (bwd, -1)):
-                u = t + step * min(self.span, T - 1 - t if step > 0 else t)
+            for u in (min(t + self.span, T - 1), max(t - self.span, 0)):
                 if u == t:
                     continue
-                pos = grid.copy()
-                for s in range(t, u, step):  # chain the flow from t to u
-                    pos = pos + sample(flows[s if step > 0 else s - 1], pos)
-                observed = (pos - grid).reshape(H, W, 2)
-                r = np.linalg.norm(observed - rigid_flow(depth[t], K, viewmats[t], viewmats[u]), axis=-1)
+                pos = chain(fwd if u > t else bwd, grid, t, u)
+                if depth is None:
+                    r = static_residual(grid, pos, K, viewmats[t], viewmats[u], max_inv_depth[t]).reshape(H, W)
+                else:
+                    r = np.linalg.norm((pos - grid).reshape(H, W, 2) - rigid_flow(depth[t], K, viewmats[t], viewmats[u]), axis=-1)
                 resid[t] = np.minimum(resid[t], r)
+        return resid
+
+    def smooth(self, resid: np.ndarray, fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
+        """Each frame's residual averaged with its ``window`` neighbours' at the same surface points."""
+        T, H, W = resid.shape
+        gy, gx = np.mgrid[0:H, 0:W] + 0.5
+        grid = np.stack([gx, gy], -1).reshape(-1, 2)
+        out = np.empty_like(resid)
+        for t in range(T):
+            acc, n = resid[t].astype(np.float64).copy(), 1
+            for u in range(max(0, t - self.window), min(T, t + self.window + 1)):
+                if u != t:
+                    pos = chain(fwd if u > t else bwd, grid, t, u)
+                    acc += sample(resid[u][..., None], pos)[:, 0].reshape(H, W)
+                    n += 1
+            out[t] = acc / n
+        return out
+
+    def compute(self, fwd: np.ndarray, bwd: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
+                max_inv_depth: np.ndarray, depth: np.ndarray | None = None, tracks: tuple | None = None,
+                user: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(dynamic ``[T, H, W]`` bool, smoothed residual ``[T, H, W]`` float32 px).
+
+        ``depth``: a trusted depth (switches to the rigid-flow residual); ``tracks``: (xy, visible,
+        dynamic) whose dynamic members seed the regions; ``user``: masks merged in at the end.
+        """
+        resid = self.smooth(self.residual(fwd, bwd, K, viewmats, max_inv_depth, depth), fwd, bwd)
+        T, H, W = resid.shape
         masks = np.zeros((T, H, W), bool)
         kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
         for t in range(T):
-            sigma = 1.4826 * np.median(resid[t])
-            m = (resid[t] > max(self.thresh_px, self.k_sigma * sigma)).astype(np.uint8)
+            thresh = max(self.thresh_px, self.k_sigma * 1.4826 * np.median(resid[t]))
+            seeds = resid[t] > thresh
+            if tracks is not None:
+                xy, vis, dyn = tracks
+                q = np.clip(np.floor(xy[t, vis[t] & dyn]).astype(int), 0, [W - 1, H - 1])
+                seeds[q[:, 1], q[:, 0]] = True
+            low = (resid[t] > 0.5 * thresh) | seeds
+            n, lab = cv2.connectedComponents(low.astype(np.uint8), connectivity=8)
+            m = np.isin(lab, np.unique(lab[seeds & (lab > 0)])).astype(np.uint8)
             n, lab = cv2.connectedComponents(m, connectivity=8)
             for c in range(1, n):
                 region = lab == c
@@ -85,6 +148,40 @@ class FlowResidualMasks:
         if user is not None:
             masks |= user > 0
         return masks, resid
+
+
+@dataclass(frozen=True)
+class TrackMotion:
+    """Lifetime labels of tracks (see the module docstring); the camera's outliers and the dense points
+    use them before any mask exists."""
+
+    spans: tuple[int, ...] = (2, 4, 8)  # frame gaps at which each track is tested
+    thresh_px: float = 1.25
+    k_sigma: float = 4.0
+    frac: float = 0.5  # a track is dynamic when more than this fraction of its tests fail
+
+    def labels(self, xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
+               max_inv_depth: np.ndarray) -> np.ndarray:
+        """``[P]`` bool: tracks whose motion, over their whole lifetime, no static point could make."""
+        T, P = vis.shape
+        fails, tests = np.zeros(P), np.zeros(P)
+        for s in self.spans:
+            if s >= T:
+                continue
+            per = []
+            for t in range(T - s):
+                both = np.flatnonzero(vis[t] & vis[t + s])
+                r = static_residual(xy[t, both].astype(np.float64), xy[t + s, both].astype(np.float64), K,
+                                    viewmats[t], viewmats[t + s], max_inv_depth[t])
+                per.append((both, r))
+            if not per or not sum(len(r) for _, r in per):
+                continue
+            allr = np.concatenate([r for _, r in per])
+            thresh = max(self.thresh_px, self.k_sigma * 1.4826 * np.median(allr))
+            for both, r in per:
+                np.add.at(fails, both, r > thresh)
+                np.add.at(tests, both, 1)
+        return (tests > 0) & (fails > self.frac * np.maximum(tests, 1))
 
 
 def track_dynamic(masks: np.ndarray, xy: np.ndarray, vis: np.ndarray, frac: float = 0.5) -> np.ndarray:

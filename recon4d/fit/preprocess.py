@@ -160,7 +160,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
         if cfg.camera == "gt":
             cam = _gt_camera(src, meta, xy, vis, ~in_user)
         else:
-            cam = CameraSolver(cam_opt).solve(xy, vis, ~in_user, W, H, prior_depth=raw)
+            cam = CameraSolver(cam_opt).solve(xy, vis, ~in_user, W, H, prior_depth=None if raw is None else raw[0])
         _save_camera(priors, cam, W, H)
         cache.store("camera", k_cam)
     lap("camera")

@@ -152,7 +152,9 @@ class CameraSolver:
 
         def start(f: float) -> np.ndarray:
             K = intrinsics(f, W, H)
-            chained = None if rotation else essential_chain(xy, vis, usable, K)
+            in_ba = np.zeros(P, bool)
+            in_ba[sel] = True  # the adjustment's tracks are enough to place every frame, and far cheaper
+            chained = None if rotation else essential_chain(xy, vis, in_ba, K)
             if chained is None:
                 view = np.tile(np.eye(4), (T, 1, 1))
                 view[:, :3, :3] = rotation_chain(xy, vis, usable, K)
@@ -220,10 +222,17 @@ class CameraSolver:
         f, r, t, rho = self._unpack(x, prob)
         with torch.no_grad():
             proj = reproject(*self._gather(x, prob), self._uv(prob), prob.W / 2, prob.H / 2).numpy()
-        return np.concatenate([(proj - prob.obs_xy).ravel(), self._point_residual(x, rho, prob)])
+        return np.concatenate([(proj - prob.obs_xy).ravel(), self._point_residual(x, rho, prob),
+                               self._path_residual(f, t)])
 
     def _uv(self, prob: _Problem) -> torch.Tensor:
         return torch.from_numpy(prob.ref_xy[prob.obs_p])
+
+    def _path_residual(self, f: float, t: np.ndarray) -> np.ndarray:
+        """Second differences of the camera translations, in pixels at unit depth (the gauge's depth):
+        a camera on a tripod, a dolly or a hand moves smoothly, while per-frame noise in the tracks
+        (re-seeded tracks, flow errors) jolts each frame's translation on its own."""
+        return (self.opt.smooth_weight * f * (t[:-2] - 2 * t[1:-1] + t[2:])).ravel()
 
     def _point_residual(self, x: np.ndarray, rho: np.ndarray, prob: _Problem) -> np.ndarray:
         if prob.prior_inv is None:
@@ -263,8 +272,18 @@ class CameraSolver:
             rows.append(2 * M + p), cols.append(1 + 6 * (T - 1) + p), vals.append(w / np.maximum(rho, 1e-6))
             ok = prob.ref > 0
             rows.append(2 * M + p[ok]), cols.append(1 + 6 * (T - 1) + P + prob.ref[ok] - 1), vals.append(np.full(ok.sum(), -w))
+        # path term: d/dt_k of w f (t_{j-1} - 2 t_j + t_{j+1}); frame 0's translation is fixed at 0
+        w, f, t = self.opt.smooth_weight, x[0], np.concatenate([np.zeros((1, 3)), x[1 + 3 * (T - 1):1 + 6 * (T - 1)].reshape(-1, 3)])
+        base = 2 * M + P
+        for j in range(1, T - 1):
+            for k, c in ((j - 1, 1.0), (j, -2.0), (j + 1, 1.0)):
+                for d in range(3):
+                    row = base + 3 * (j - 1) + d
+                    if k > 0:
+                        rows.append([row]), cols.append([1 + 3 * (T - 1) + 3 * (k - 1) + d]), vals.append([w * f * c])
+                    rows.append([row]), cols.append([0]), vals.append([w * c * t[k, d]])
         return coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                          shape=(2 * M + P, len(x))).tocsr()
+                          shape=(2 * M + P + 3 * max(T - 2, 0), len(x))).tocsr()
 
     def _adjust(self, prob: _Problem, x0: np.ndarray, fix_focal: bool, fix_translation: bool, nfev: int) -> np.ndarray:
         """Robust least squares from ``x0``; fixed parameters are pinned by bounds a hair apart."""
@@ -345,6 +364,7 @@ class CameraOptions:
     outlier_px: float = 2.0  # tracks with a larger max residual are dynamic
     rotation_baseline: float = 0.01  # camera path / scene depth below which motion is "rotation"
     depth_weight: float = 2.0  # weight of the log-inverse-depth prior term (when a prior exists)
+    smooth_weight: float = 10.0  # weight of the camera-path smoothness term (second differences of translation)
 
 
 def _track_motion(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:

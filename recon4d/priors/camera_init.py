@@ -137,7 +137,7 @@ def essential_chain(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, K: np.n
     view[k, :3, :3], view[k, :3, 3] = R, t[:, 0]
     posed = np.zeros(T, bool)
     posed[[0, k]] = True
-    points = triangulate(xy, vis & posed[:, None], K, view, usable, max_err_px=2 * thresh_px, min_angle_deg=0.5)
+    points = _triangulate_posed(xy, vis, K, view, posed, usable, thresh_px)
     while not posed.all():
         known = np.isfinite(points).all(1)
         counts = np.where(posed, -1, (vis & known[None]).sum(1))
@@ -145,10 +145,20 @@ def essential_chain(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, K: np.n
         pose = _resect(points, xy[t_new], vis[t_new] & known, K, view[_nearest(posed, t_new)], min_points)
         view[t_new] = pose if pose is not None else view[_nearest(posed, t_new)]
         posed[t_new] = True
-        fresh = triangulate(xy, vis & posed[:, None], K, view, usable & ~known, max_err_px=2 * thresh_px,
-                            min_angle_deg=0.5)
+        fresh = _triangulate_posed(xy, vis, K, view, posed, usable & ~known & vis[t_new], thresh_px)
         points = np.where(np.isfinite(points), points, fresh)
     return view, points
+
+
+def _triangulate_posed(xy, vis, K, view, posed, sel, thresh_px: float) -> np.ndarray:
+    """:func:`triangulate` over the posed frames only (the others have no pose yet)."""
+    P = xy.shape[1]
+    out = np.full((P, 3), np.nan)
+    idx = np.flatnonzero(sel)
+    if len(idx):
+        out[idx] = triangulate(xy[posed][:, idx], vis[posed][:, idx], K, view[posed], np.ones(len(idx), bool),
+                               max_err_px=2 * thresh_px, min_angle_deg=0.5)
+    return out
 
 
 def _base_partner(vis: np.ndarray, usable: np.ndarray, min_common: int = 30, keep: float = 0.3) -> int | None:
@@ -196,7 +206,7 @@ def triangulate(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.nda
     uv = xy[:, idx].transpose(1, 0, 2)  # [N, T, 2]
     rows = np.concatenate([uv[..., 0:1] * Pm[None, :, 2] - Pm[None, :, 0], uv[..., 1:2] * Pm[None, :, 2] - Pm[None, :, 1]], 1)
     rows = rows * np.concatenate([v, v], 1)[..., None]
-    X = np.linalg.svd(rows)[2][:, -1]
+    X = np.linalg.svd(rows, full_matrices=False)[2][:, -1]
     X = X[:, :3] / np.where(np.abs(X[:, 3:]) > 1e-12, X[:, 3:], 1e-12)
     cam = np.einsum("tij,nj->nti", viewmats[:, :3, :3], X) + viewmats[None, :, :3, 3]
     proj = cam[..., :2] / np.maximum(cam[..., 2:], 1e-9) @ K[:2, :2].T + K[:2, 2]

@@ -8,7 +8,8 @@ compensation), per-axis radii of 3.33 sigma, and Gaussians behind the near plane
 beyond the far plane or fully off-screen culled with radius 0.
 
 This part is O(C*N) and differentiable by autograd; the O(pixels) work lives in
-the rasterization kernel.
+the rasterization kernel. ``project_with_kernel_backward`` is the same forward with
+the CPU kernel's fused backward (the ``cpu`` backend's choice).
 """
 
 from __future__ import annotations
@@ -109,3 +110,54 @@ def project_gaussians(
         radii = torch.where((valid & onscreen)[..., None], radii, torch.zeros_like(radii))
         radii = torch.nan_to_num(radii, nan=0.0).int()
     return Projection(means2d, conics, z, radii, compensations)
+
+
+class _KernelBackward(torch.autograd.Function):
+    """``project_gaussians(means, covariance_3d(quats, scales), ...)`` differentiated by the CPU
+    kernel's fused backward, which does per Gaussian what autograd does in ~100 passes through
+    [C, N] tensors. The forward stays this module's, so the values are the twin's bit for bit
+    (a last-bit difference in a conic can flip a pixel across the 1/255 alpha threshold)."""
+
+    @staticmethod
+    def forward(ctx, means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane, antialiased):
+        proj = project_gaussians(
+            means, covariance_3d(quats, scales), viewmats, Ks, width, height,
+            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
+        )
+        ctx.save_for_backward(*(t.contiguous() for t in (means, quats, scales, viewmats, Ks)))
+        ctx.settings = (width, height, float(eps2d), bool(antialiased))
+        ctx.mark_non_differentiable(proj.radii)
+        extra = (proj.compensations,) if antialiased else ()
+        return proj.means2d, proj.conics, proj.depths, proj.radii, *extra
+
+    @staticmethod
+    def backward(ctx, v_means2d, v_conics, v_depths, _v_radii, *v_compensations):
+        import cuda_ext
+
+        means, quats, scales, viewmats, Ks = ctx.saved_tensors
+        v_comp = v_compensations[0] if v_compensations else v_depths.new_zeros(v_depths.shape)
+        grads = [g.contiguous() for g in (v_means2d, v_conics, v_depths, v_comp)]
+        ext = cuda_ext.require("rasterize_cpu")
+        v_inputs = ext.project_backward(means, quats, scales, viewmats, Ks, *ctx.settings, *grads)
+        return (*v_inputs, None, None, None, None, None, None)
+
+
+def project_with_kernel_backward(
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    *,
+    eps2d: float = 0.3,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+    antialiased: bool = False,
+) -> Projection:
+    """``project_gaussians`` of ``covariance_3d(quats, scales)`` with the CPU kernel's backward."""
+    means2d, conics, depths, radii, *comp = _KernelBackward.apply(
+        means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane, antialiased
+    )
+    return Projection(means2d, conics, depths, radii, comp[0] if comp else None)

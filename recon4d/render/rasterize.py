@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor
 
-from recon4d.render.projection import covariance_3d, project_gaussians
+from recon4d.render.projection import covariance_3d, project_gaussians, project_with_kernel_backward
 from recon4d.render.validate import check_rasterize_inputs
 
 Backend = Literal["auto", "gsplat", "cpu", "torch"]
@@ -88,10 +88,16 @@ def rasterize(
             near_plane, far_plane, eps2d, antialiased, backgrounds, tile_size,
         )
 
-    proj = project_gaussians(
-        means, covariance_3d(quats, scales), viewmats, Ks, width, height,
-        eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
-    )
+    if chosen == "cpu":
+        proj = project_with_kernel_backward(
+            means, quats, scales, viewmats, Ks, width, height,
+            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
+        )
+    else:
+        proj = project_gaussians(
+            means, covariance_3d(quats, scales), viewmats, Ks, width, height,
+            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
+        )
     opac = opacities[None].expand(C, -1)
     if proj.compensations is not None:
         opac = opac * proj.compensations

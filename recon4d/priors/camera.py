@@ -161,7 +161,7 @@ class CameraSolver:
                 return self._init(prob, f, view, None)
             return self._init(prob, f, *chained)
 
-        search = {}
+        search, observed = {}, True
         if opt.fov_deg is not None:
             focal = fov_to_focal(opt.fov_deg, W)
         else:
@@ -170,6 +170,10 @@ class CameraSolver:
                 x = self._adjust(prob, start(f), True, rotation, nfev=opt.search_nfev)
                 search[float(fov)] = float(np.median(np.abs(self._residual(x, prob))))
             focal = fov_to_focal(min(search, key=search.get), W)
+            observed = _sharp_minimum(search, opt.focal_contrast)
+            if not observed:
+                warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "
+                              "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=3)
         fix_f = opt.fov_deg is not None
         x = self._adjust(prob, start(focal), fix_f, rotation, nfev=opt.final_nfev)
         # tracks the static model cannot explain are dynamic: drop them and adjust again
@@ -183,7 +187,9 @@ class CameraSolver:
         x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_f, rotation, nfev=opt.final_nfev)
         info = {"model": choice.kind, "model_votes_rotation": f"{choice.votes_rotation}/{choice.pairs}",
                 "gric_h_minus_f": choice.gric_h_minus_f, "fov_search": search}
-        return self._result(x, prob2, keep, P, usable, motion, info, rotation)
+        res = self._result(x, prob2, keep, P, usable, motion, info, rotation)
+        res.focal_observed = observed
+        return res
 
     # --- parameters: [focal, rvec(T-1)*3, tvec(T-1)*3, inv_depth(P), log_scale(T-1) with a depth prior] ---
     def _unpack(self, x: np.ndarray, prob: _Problem):
@@ -195,8 +201,10 @@ class CameraSolver:
         return f, r, t, rho
 
     def _init(self, prob: _Problem, focal: float, view: np.ndarray, points: np.ndarray | None) -> np.ndarray:
-        """Parameter vector from poses ``[T, 4, 4]`` and world points ``[P_all, 3]`` (None or NaN: unknown,
-        the median inverse depth), rescaled so the inverse depths sit where the gauge term pulls them."""
+        """Parameter vector from poses ``[T, 4, 4]`` and world points ``[P_all, 3]``, rescaled so the
+        inverse depths sit where the gauge term pulls them. A track without a point (NaN: too little
+        parallax to triangulate, most tracks of a nearly panning camera) takes the inverse depth that
+        reprojects it best along its ray."""
         r = log_rotation(view[1:, :3, :3])
         t = view[1:, :3, 3]
         rho = np.full(len(prob.ref), np.nan)
@@ -207,9 +215,31 @@ class CameraSolver:
         known = np.isfinite(rho)
         target = np.ones(len(rho)) if prob.prior_inv is None else prob.prior_inv
         scale = float(np.median(rho[known] / target[known])) if known.sum() >= 3 else 1.0
-        rho = np.where(known, rho / scale, target)
         tail = [] if prob.prior_inv is None else [np.zeros(prob.T - 1)]
-        return np.concatenate([[focal], r.ravel(), scale * t.ravel(), rho, *tail])
+        x = np.concatenate([[focal], r.ravel(), scale * t.ravel(), np.where(known, rho / scale, target), *tail])
+        if known.sum() >= 3 and not known.all():
+            x = self._fill_inverse_depth(x, prob, ~known, 4 * float(np.percentile(rho[known] / scale, 95)))
+        return x
+
+    def _fill_inverse_depth(self, x: np.ndarray, prob: _Problem, todo: np.ndarray, rho_max: float,
+                            steps: int = 33) -> np.ndarray:
+        """Inverse depths of tracks ``todo`` by a grid search over ``[0, rho_max]`` (poses fixed)."""
+        n0 = 1 + 6 * (prob.T - 1)
+        obs = todo[prob.obs_p]
+        if not obs.any():
+            return x
+        inputs = [v[obs] for v in self._gather(x, prob)]
+        uv, target = self._uv(prob)[obs], torch.from_numpy(prob.obs_xy[obs])
+        cost = np.empty((steps, len(prob.ref)))
+        grid = np.linspace(0.0, rho_max, steps)
+        with torch.no_grad():
+            for i, g in enumerate(grid):
+                err = (reproject(*inputs[:5], torch.full_like(inputs[5], g), uv, prob.W / 2, prob.H / 2) - target).norm(dim=1)
+                cost[i] = np.bincount(prob.obs_p[obs], np.minimum(err.numpy(), 10.0), minlength=len(prob.ref))
+        x = x.copy()
+        idx = np.flatnonzero(todo)
+        x[n0 + idx] = grid[cost[:, idx].argmin(0)]
+        return x
 
     def _gather(self, x: np.ndarray, prob: _Problem) -> list[torch.Tensor]:
         """Per-observation inputs of :func:`reproject` (float64 tensors)."""
@@ -364,7 +394,18 @@ class CameraOptions:
     outlier_px: float = 2.0  # tracks with a larger max residual are dynamic
     rotation_baseline: float = 0.01  # camera path / scene depth below which motion is "rotation"
     depth_weight: float = 2.0  # weight of the log-inverse-depth prior term (when a prior exists)
+    focal_contrast: float = 0.25  # FoV-search cost rise next to the best FoV below which the focal is unobserved
     smooth_weight: float = 10.0  # weight of the camera-path smoothness term (second differences of translation)
+
+
+def _sharp_minimum(search: dict, contrast: float) -> bool:
+    """True when the best FoV's cost is clearly below its neighbours' (by ``contrast``, relative): a flat
+    cost means the tracks cannot tell focal lengths apart (pure translation, a camera fixating a point)."""
+    fovs = sorted(search)
+    i = min(range(len(fovs)), key=lambda k: search[fovs[k]])
+    best = search[fovs[i]]
+    nbrs = [search[fovs[k]] for k in (i - 1, i + 1) if 0 <= k < len(fovs)]
+    return bool(nbrs) and min(nbrs) > (1 + contrast) * best
 
 
 def _track_motion(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:

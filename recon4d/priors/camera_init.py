@@ -15,7 +15,9 @@ scored as robust residual plus a penalty for the model's dimension and number
 of parameters. A homography wins on rotation and on planar scenes; a rotation
 is told from a plane seen by a moving camera because only K R K^-1 has the
 eigenvalues of a rotation (unit modulus after normalising the determinant),
-whatever K is. The video is "rotation" when most pairs say so.
+whatever K is, and because it explains the points off the dominant plane as well
+as those on it (as many homography inliers as fundamental-matrix inliers). The
+video is "rotation" when most pairs say so.
 
 Translation (:func:`essential_chain`): frame 0 and the farthest frame that still
 shares enough static tracks give an essential matrix (RANSAC) and a relative
@@ -44,7 +46,7 @@ class ModelChoice:
 
 
 def select_model(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, W: int, min_disp: float = 0.08,
-                 max_pairs: int = 8, eig_tol: float = 0.02) -> ModelChoice:
+                 max_pairs: int = 8, eig_tol: float = 0.02, inlier_ratio: float = 0.85) -> ModelChoice:
     """Rotation or translation for the whole video (see the module docstring)."""
     T = len(xy)
     votes, diffs = 0, []
@@ -63,7 +65,10 @@ def select_model(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, W: int, mi
         sigma = max(0.2, 1.4826 * np.sqrt(np.median(eF)))
         d = (_gric(eH, sigma, 2, 8) - _gric(eF, sigma, 3, 7)) / len(a)
         ev = np.abs(np.linalg.eigvals(Hm / np.cbrt(np.linalg.det(Hm))))
-        votes += int(d < 0 and np.abs(ev - 1).max() < eig_tol)
+        # a dominant plane seen by a moving camera also prefers H; only a rotation explains the points off it
+        thr = (3 * sigma) ** 2
+        explains_all = (eH < thr).sum() >= inlier_ratio * (eF < thr).sum()
+        votes += int(d < 0 and np.abs(ev - 1).max() < eig_tol and explains_all)
         diffs.append(round(float(d), 3))
     kind = "rotation" if diffs and votes > len(diffs) / 2 else "translation"
     return ModelChoice(kind, votes, len(diffs), diffs)

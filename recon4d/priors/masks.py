@@ -74,7 +74,7 @@ class MotionMasks:
     thresh_px: float = 1.25
     k_sigma: float = 4.0
     min_area: int = 12  # connected components smaller than this (pixels) are dropped
-    edge_frac: float = 0.8  # a region keeps the pixels above this fraction of its 90th-percentile residual
+    edge_frac: float = 0.75  # a region keeps the pixels above this fraction of its 90th-percentile residual
     window: int = 2  # frames on each side whose residual, carried along the flow, is averaged in
     name: str = "motion"
 

@@ -7,20 +7,27 @@
 // Layout of the work: Gaussians are binned into tiles (front to back), then each
 // tile runs "Gaussian outer, pixel inner": one Gaussian's parameters stay in
 // registers while the pixels of its window in the tile are swept 16 at a time along
-// a row (SIMD lanes are pixels; tile buffers are channel-major so that every
-// channel update is one vector multiply-add), and the tile stops as soon as every
+// a row (SIMD lanes are pixels; tile buffers hold a chunk's channels side by side so
+// that every channel update is one vector multiply-add on consecutive memory), and the tile stops as soon as every
 // pixel is opaque. The backward pass walks each tile's list back to front and
-// accumulates a Gaussian's gradient over the whole tile before one atomic add, so
-// atomics are per (Gaussian, tile) pair rather than per pixel and memory stays O(N).
+// accumulates a Gaussian's gradient over the whole tile before adding it under the
+// Gaussian's lock, so synchronisation is per (Gaussian, tile) pair rather than per
+// pixel and memory stays O(N).
 #include <torch/extension.h>
 
 #include <omp.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -80,6 +87,19 @@ inline auto lane_sum(V v) {
 
 template <typename M>
 inline bool any(M m) {
+  // One test instruction where the ISA has it; a fold of the lanes otherwise.
+#if defined(__AVX512F__)
+  if constexpr (sizeof(M) == 64) {
+    const __m512i bits = reinterpret_cast<__m512i>(m);
+    return _mm512_test_epi32_mask(bits, bits) != 0;
+  }
+#elif defined(__AVX__)
+  if constexpr (sizeof(M) == 64) {
+    const __m256i bits = reinterpret_cast<__m256i>(__builtin_shufflevector(m, m, 0, 1, 2, 3, 4, 5, 6, 7) |
+                                                  __builtin_shufflevector(m, m, 8, 9, 10, 11, 12, 13, 14, 15));
+    return !_mm256_testz_si256(bits, bits);
+  }
+#endif
   return fold(m, [](auto a, auto b) { return a | b; }) != 0;
 }
 
@@ -391,7 +411,7 @@ void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* co
   {
     TileFrame<scalar_t> f(grid.tile_size);
     const int64_t Q = f.chunks;
-    std::vector<V> T(Q), acc(Q * D);  // acc is channel-major: acc[d * Q + q]
+    std::vector<V> T(Q), acc(Q * D);  // acc[q * D + d]: the chunk's channels side by side
     std::vector<M> live(Q), last(Q);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t tile = 0; tile < C * n_tiles; ++tile) {
@@ -430,14 +450,14 @@ void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* co
           const V w = take ? h.alpha * T[q] : V{};
           T[q] = take ? next_T : T[q];
           last[q] = take ? rank : last[q];
-          V* a = acc.data() + q;
-          for (int64_t d = 0; d < D; ++d) a[d * Q] += w * color[d];
+          V* a = acc.data() + q * D;
+          for (int64_t d = 0; d < D; ++d) a[d] += w * color[d];
         });
       }
       f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
         const int64_t q = f.chunk(ly, lx), l = lx % kLanes;
         const int64_t pix = (cam * H + f.y0 + ly) * W + f.x0 + lx;
-        for (int64_t d = 0; d < D; ++d) out[pix * D + d] = acc[d * Q + q][l];
+        for (int64_t d = 0; d < D; ++d) out[pix * D + d] = acc[q * D + d][l];
         alpha_out[pix] = 1 - T[q][l];
         last_out[pix] = static_cast<int32_t>(last[q][l]);
       });
@@ -448,11 +468,22 @@ void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* co
 // ---------------------------------------------------------------------------------------------
 // Backward.
 
-template <typename scalar_t>
-inline void atomic_add(scalar_t* dst, scalar_t v) {
-#pragma omp atomic
-  *dst += v;
-}
+// One lock per Gaussian guards its gradient rows: a (Gaussian, tile) pair's gradient is added
+// under one uncontended atomic exchange instead of 6 + D atomic float adds (compare-and-swap
+// loops, each a full barrier). Two threads rarely hold tiles of one Gaussian at the same moment.
+class GaussianLocks {
+ public:
+  explicit GaussianLocks(int64_t n) : held_(new std::atomic<uint8_t>[n]()) {}
+
+  void lock(int64_t i) {
+    for (int spins = 0; held_[i].exchange(1, std::memory_order_acquire); ++spins)
+      if (spins > 64) std::this_thread::yield();  // the holder may have been descheduled
+  }
+  void unlock(int64_t i) { held_[i].store(0, std::memory_order_release); }
+
+ private:
+  std::unique_ptr<std::atomic<uint8_t>[]> held_;
+};
 
 template <typename scalar_t>
 struct Grads {
@@ -468,6 +499,7 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
   using M = typename Lanes<scalar_t>::M;
   using I = typename Lanes<scalar_t>::I;
   const int64_t n_tiles = grid.count();
+  GaussianLocks locks(C * N);
 
 #pragma omp parallel
   {
@@ -475,9 +507,10 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
     const int64_t Q = f.chunks;
     // Per chunk: transmittance (walked back up), final transmittance, dL/dalpha of the pixel,
     // dL/drender . (colour composited behind the current Gaussian), the pixel's list length;
-    // dL/drender itself channel-major.
+    // dL/drender itself (vpix[q * D + d]).
     std::vector<V> T(Q), T_final(Q), vpa(Q), behind(Q), vpix(Q * D), g_col(D);
     std::vector<M> last(Q);
+    std::vector<scalar_t> col_sum(D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t tile = 0; tile < C * n_tiles; ++tile) {
       const int64_t cam = tile / n_tiles, t = tile % n_tiles;
@@ -496,7 +529,7 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
         max_last = std::max(max_last, last_img[pix]);
         T[q][l] = T_final[q][l] = 1 - alpha_img[pix];
         vpa[q][l] = v_alpha[pix];
-        for (int64_t d = 0; d < D; ++d) vpix[d * Q + q][l] = v_render[pix * D + d];
+        for (int64_t d = 0; d < D; ++d) vpix[q * D + d][l] = v_render[pix * D + d];
       });
       const int64_t begin = offsets[tile];
       for (int64_t k = begin + max_last - 1; k >= begin; --k) {
@@ -521,10 +554,10 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
           T[q] = h.mask ? T[q] * ra : T[q];  // transmittance in front of this Gaussian
           const V fac = h.mask ? h.alpha * T[q] : V{};
           V cv{};  // colour . dL/drender
-          const V* vp = vpix.data() + q;
+          const V* vp = vpix.data() + q * D;
           for (int64_t d = 0; d < D; ++d) {
-            g_col[d] += fac * vp[d * Q];
-            cv += color[d] * vp[d * Q];
+            g_col[d] += fac * vp[d];
+            cv += color[d] * vp[d];
           }
           // dL/dalpha: what this Gaussian shows minus what it hides (behind it and the final T).
           // Keeping behind as a dot product, not per channel, halves the channel loop's traffic.
@@ -542,13 +575,17 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
           g_o += free ? h.vis * v_a : V{};
         });
         if (!any(touched)) continue;
-        atomic_add(g.means2d + 2 * gi, lane_sum(g_mx));
-        atomic_add(g.means2d + 2 * gi + 1, lane_sum(g_my));
-        atomic_add(g.conics + 3 * gi, lane_sum(g_a));
-        atomic_add(g.conics + 3 * gi + 1, lane_sum(g_b));
-        atomic_add(g.conics + 3 * gi + 2, lane_sum(g_c));
-        atomic_add(g.opac + gi, lane_sum(g_o));
-        for (int64_t d = 0; d < D; ++d) atomic_add(g.colors + gi * D + d, lane_sum(g_col[d]));
+        const scalar_t sums[6] = {lane_sum(g_mx), lane_sum(g_my), lane_sum(g_a), lane_sum(g_b), lane_sum(g_c), lane_sum(g_o)};
+        for (int64_t d = 0; d < D; ++d) col_sum[d] = lane_sum(g_col[d]);
+        locks.lock(gi);
+        g.means2d[2 * gi] += sums[0];
+        g.means2d[2 * gi + 1] += sums[1];
+        g.conics[3 * gi] += sums[2];
+        g.conics[3 * gi + 1] += sums[3];
+        g.conics[3 * gi + 2] += sums[4];
+        g.opac[gi] += sums[5];
+        for (int64_t d = 0; d < D; ++d) g.colors[gi * D + d] += col_sum[d];
+        locks.unlock(gi);
       }
     }
   }

@@ -152,9 +152,7 @@ class CameraSolver:
 
         def start(f: float) -> np.ndarray:
             K = intrinsics(f, W, H)
-            in_ba = np.zeros(P, bool)
-            in_ba[sel] = True  # the adjustment's tracks are enough to place every frame, and far cheaper
-            chained = None if rotation else essential_chain(xy, vis, in_ba, K)
+            chained = None if rotation else essential_chain(xy, vis, usable, K)
             if chained is None:
                 view = np.tile(np.eye(4), (T, 1, 1))
                 view[:, :3, :3] = rotation_chain(xy, vis, usable, K)

@@ -76,6 +76,7 @@ class MotionMasks:
     min_area: int = 12  # connected components smaller than this (pixels) are dropped
     edge_frac: float = 0.75  # a region keeps the pixels above this fraction of its 90th-percentile residual
     window: int = 2  # frames on each side whose residual, carried along the flow, is averaged in
+    vote: int = 4  # frames on each side whose masks, carried along the flow, vote on each pixel
     name: str = "motion"
 
     def residual(self, fwd: np.ndarray, bwd: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
@@ -114,6 +115,28 @@ class MotionMasks:
             out[t] = acc / n
         return out
 
+    def majority(self, masks: np.ndarray, fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
+        """Each pixel takes the majority label of the same surface point over ``2 vote + 1`` frames around
+        it (a temporal median along the flow; the window slides inwards at the video's ends): an object
+        missed in a few frames is restored from the frames around them, and a patch of water that flares
+        up in one frame is dropped."""
+        T, H, W = masks.shape
+        gy, gx = np.mgrid[0:H, 0:W] + 0.5
+        grid = np.stack([gx, gy], -1).reshape(-1, 2)
+        out = np.empty_like(masks)
+        for t in range(T):
+            votes, n = masks[t].astype(np.float32).ravel(), 1
+            lo = min(max(0, t - self.vote), max(0, T - 1 - 2 * self.vote))  # the window slides at the ends
+            hi = min(T - 1, lo + 2 * self.vote)
+            for flows, step, end in ((fwd, 1, hi + 1), (bwd, -1, lo - 1)):
+                pos = grid
+                for u in range(t + step, end, step):
+                    pos = pos + sample(flows[u - 1 if step > 0 else u], pos)
+                    votes += sample(masks[u][..., None].astype(np.float32), pos)[:, 0] > 0.5
+                    n += 1
+            out[t] = (votes > n / 2).reshape(H, W)
+        return out
+
     def compute(self, fwd: np.ndarray, bwd: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
                 max_inv_depth: np.ndarray, depth: np.ndarray | None = None, tracks: tuple | None = None,
                 user: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +168,7 @@ class MotionMasks:
             small = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] < self.min_area)
             m[np.isin(lab, small[small > 0])] = 0
             masks[t] = m.astype(bool)
+        masks = self.majority(masks, fwd, bwd)
         if user is not None:
             masks |= user > 0
         return masks, resid

@@ -4,15 +4,19 @@ Order (each step cached in ``priors/cache.json`` under a hash of its inputs and
 settings, so a re-run reuses what is still valid):
 
     ingest -> flow (DIS) -> tracks (chained) -> camera (BA on static tracks)
-           -> depth (provider, aligned to the camera) -> dynamic masks -> track flags -> report
+           -> points (lifetime track labels, dense static points) -> depth (provider, aligned to the camera)
+           -> dynamic masks -> track flags -> report
 
 Why camera before depth: with no learned depth the fallback depth *is* the
 triangulated tracks, and with a learned model its per-frame scale/shift is
-fitted to those same points. Why masks after both: the residual test needs the
-flow a static scene would produce, which needs camera and depth.
+fitted to those same points. Why the track labels in between: a track on a
+moving object that happens to triangulate (it moves along its epipolar line)
+would put the object's wrong depth into the fallback depth, so dynamic tracks
+are labelled from the solved cameras first and kept out. Why masks last: the
+static-motion test needs the cameras (and, when it is trusted, the depth).
 
 Outputs (the contract later stages read; see ../shared/DESIGN.md):
-``frames/``, ``frames.json``, ``priors/{camera.json, depth.npz, tracks.npz, masks.npz, flow.npz}``,
+``frames/``, ``frames.json``, ``priors/{camera.json, depth.npz, tracks.npz, masks.npz, flow.npz, points.npz}``,
 ``priors/report.json`` (ground-truth metrics on ``recon4d synth`` scenes, timings always).
 """
 

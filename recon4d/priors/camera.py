@@ -13,14 +13,20 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    against triangulated tracks (one scale for the whole video).
 3. Field-of-view search: initialisation and a short bundle adjustment per
    candidate FoV (``fov_range``), keep the lowest robust reprojection cost.
+   When that cost is flat around its minimum (``focal_contrast``) the tracks
+   cannot tell focal lengths apart: a camera moving straight ahead (the focal
+   cancels out of pure translation) or one fixating a point. The result then
+   says ``focal_observed = False`` and a warning asks for ``--fov-deg``.
 4. Joint refinement of poses, focal and points (inverse depth along the ray of
    each track's first frame, so points at infinity are representable), with a
-   Cauchy loss; tracks whose residual stays high are marked dynamic and the
-   adjustment is rerun without them.
+   Cauchy loss and a weak smoothness term on the camera path (second
+   differences of the translations; per-frame track noise otherwise jolts the
+   translation of single frames); tracks whose residual stays high are marked
+   dynamic and the adjustment is rerun without them.
 5. Optional depth term (when a depth prior exists before the camera, e.g. a
    learned model or user depth): each track's inverse depth is pulled towards
-   the prior's, with one scale per frame, which makes focal observable under
-   pure forward motion.
+   the prior's, with one scale per frame. It constrains the relief of the scene,
+   not the focal of a camera that only translates.
 
 Why scipy's ``least_squares`` instead of a torch optimiser: bundle adjustment
 is a sparse nonlinear least-squares problem; a trust-region solver with a

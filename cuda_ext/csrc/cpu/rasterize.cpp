@@ -538,6 +538,9 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
           __builtin_prefetch(&splats[ahead]);
           prefetch_row(colors + ahead * D, D, false);
           prefetch_row(g.colors + ahead * D, D, true);
+          __builtin_prefetch(g.means2d + 2 * ahead, 1);
+          __builtin_prefetch(g.conics + 3 * ahead, 1);
+          __builtin_prefetch(g.opac + ahead, 1);
         }
         const int64_t gi = cam * N + ids[k];
         const Splat<scalar_t>& s = splats[gi];

@@ -16,12 +16,16 @@ import re
 from dataclasses import dataclass, field
 
 from recon4d.grounding.objects import HUES
+from recon4d.grounding.shape import SHAPES
 from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
 
 CANNOT_TELL = "cannot tell"
 DOMINANCE = 1.5  # one axis must beat the others by this factor to name a direction
 SAME_DIRECTION_DEG, HEADING_DEG = 10.0, 20.0  # relative heading: same below, left/right above
 COLOUR_WORDS = set(HUES) | {"white", "grey", "gray", "black"}
+# Shape nouns the answerer knows: the shapes it can estimate (and synonyms), and shapes it never
+# estimates, which therefore no object with a known shape has.
+SHAPE_NOUNS = {**{s: s for s in (*SHAPES, "cone", "pyramid", "ring")}, "sphere": "ball"}
 # canonical answer -> texts a choice may use for it
 SYNONYMS = {
     "left": {"left", "to the left", "turning left"},
@@ -79,23 +83,31 @@ def parse(question: str) -> tuple[str, dict]:
 def bind(name: str, st: SceneTracks) -> tuple[ObjectTrack | None, str]:
     """The fitted object a noun phrase names, or None (absent or unknown) with the reason.
 
-    Phrases with a colour word are matched on the estimated colour only (no object of
-    that colour: absent); the noun is not checked, since shape is not estimated, so
-    "the red ball" binds to a red cube. A bare noun ("the swan") binds to the only
-    moving object when there is exactly one, and to nothing otherwise.
+    Phrases with a colour word or a known shape noun ("the red ball", "the cone")
+    are matched on what they name: an object of another colour or of another
+    known shape does not match. One match binds; none is absent; but an object of
+    the named colour whose shape is unknown might be the one named, so while there
+    is one the phrase is neither bound nor absent. A bare noun ("the swan") binds
+    to the only moving object when there is exactly one, and to nothing otherwise.
     """
     words = name.replace("-", " ").split()
-    colour = next((w for w in words if w in COLOUR_WORDS), None)
-    if colour is not None:
-        hits = [t for t in st.tracks if t.obj.colour == colour.replace("gray", "grey")]
-        if len(hits) == 1:
-            return hits[0], f"matched {hits[0].obj.label} (object {hits[0].obj.index}) by colour"
-        if not hits:
-            return None, f"absent: no fitted object is {colour}"
-        return None, f"ambiguous: {len(hits)} objects are {colour}"
-    if len(st.tracks) == 1:
-        return st.tracks[0], f"assumed: '{name}' is the only moving object ({st.tracks[0].obj.label})"
-    return None, f"unbound: '{name}' names no colour and {len(st.tracks)} objects move"
+    colour = next((w.replace("gray", "grey") for w in words if w in COLOUR_WORDS), None)
+    shape = next((SHAPE_NOUNS[w] for w in words if w in SHAPE_NOUNS), None)
+    if colour is None and shape is None:
+        if len(st.tracks) == 1:
+            return st.tracks[0], f"assumed: '{name}' is the only moving object ({st.tracks[0].obj.label})"
+        return None, f"unbound: '{name}' names no colour or shape and {len(st.tracks)} objects move"
+    looks = " ".join(w for w in (colour, shape) if w)
+    hits = [t for t in st.tracks if colour in (None, t.obj.colour) and shape in (None, t.obj.shape)]
+    unsure = [t for t in st.tracks if colour in (None, t.obj.colour) and shape is not None and t.obj.shape is None]
+    if len(hits) == 1 and not unsure:
+        how = " and ".join(w for w, named in (("colour", colour), ("shape", shape)) if named)
+        return hits[0], f"matched {hits[0].obj.label} (object {hits[0].obj.index}) by {how}"
+    if not hits and not unsure:
+        return None, f"absent: no fitted object is {'a ' + looks if shape else looks}"
+    if unsure:
+        return None, "unsure: shape unknown for " + "; ".join(f"{t.obj.label} ({t.obj.shape_note})" for t in unsure)
+    return None, f"ambiguous: {len(hits)} objects match '{looks}'"
 
 
 def _direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
@@ -156,7 +168,7 @@ def _distance(t: ObjectTrack) -> tuple[str | None, str]:
 
 def _count(kind: str, parts: dict, st: SceneTracks) -> tuple[int | None, str]:
     if kind == "count_shape":
-        return None, f"counting '{parts['a']}'s needs shapes, which the fit does not give reliably"
+        return _count_shape(parts["a"], st)
     if kind == "count_side":
         dirs = [_direction(t, {"left", "right", "towards", "away"})[0] for t in st.tracks]
         if None in dirs:
@@ -168,6 +180,20 @@ def _count(kind: str, parts: dict, st: SceneTracks) -> tuple[int | None, str]:
     if None in rot:
         return None, "some still object's rotation is ambiguous"
     return sum(r != "not rotating" for r in rot), f"rotation of still objects {rot}"
+
+
+def _count_shape(noun: str, st: SceneTracks) -> tuple[int | None, str]:
+    """How many objects have the shape (and colour, if named) of ``noun``; None unless every shape is known."""
+    words = noun.split()
+    shape = SHAPE_NOUNS.get(words[-1])
+    colour = next((w.replace("gray", "grey") for w in words if w in COLOUR_WORDS), None)
+    if shape is None:
+        return None, f"'{noun}' is not a shape the geometry knows"
+    unknown = [t.obj.label for t in st.tracks if t.obj.shape is None]
+    if unknown:
+        return None, f"shape unknown for {', '.join(unknown)}"
+    shapes = [t.obj.looks for t in st.tracks]
+    return sum(t.obj.shape == shape and colour in (None, t.obj.colour) for t in st.tracks), f"shapes {shapes}"
 
 
 def _choose(label: str | int, choices: dict) -> str | None:

@@ -8,11 +8,11 @@ masks of every frame and taking the majority id; otherwise the scaffold nodes ar
 clustered by how far apart they ever get (single linkage), so that two objects
 that touch in one frame but separate later stay two.
 
-Appearance is estimated from the fit only: a colour word from the hue of the
-object's Gaussians. Shape is not estimated: on tiny monocular fits, a test of
-flat faces (share of points on the best five planes) put a cylinder (0.94) above
-every cube (0.86-0.96) and a spinning ball (0.83) among them, so a shape word
-would be a guess. Nothing here reads ground truth.
+Appearance: a colour word from the hue of the object's Gaussians, and, where
+the input has id masks, a shape word (ball, cube, cylinder) from the object's
+silhouettes in them (``recon4d.grounding.shape``, which says why not from the
+fit); the shape stays unknown (None) without masks or when the silhouettes do
+not decide it. Nothing here reads ground truth.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch
 from PIL import Image
 
 from recon4d.fit.data import frames_info
+from recon4d.grounding.shape import estimate_shape
 
 MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussians are noise
 MIN_GAUSSIANS = 8
@@ -42,7 +43,14 @@ class ObjectInstance:
     mask_id: int | None = None
     rgb: tuple[float, float, float] = (0.0, 0.0, 0.0)
     colour: str | None = None
-    label: str = ""  # how descriptions name it: "the red object", or "object 2 (red)" when colours repeat
+    shape: str | None = None  # "ball", "cube", "cylinder", or None when unknown
+    shape_note: str = "no id masks"  # what the shape estimate rests on (votes), or why there is none
+    label: str = ""  # how descriptions name it: "the red cube", or "object 2 (red cube)" when that repeats
+
+    @property
+    def looks(self) -> str:
+        """Colour and shape words, "object" standing in for an unknown shape."""
+        return f"{self.colour} {self.shape or 'object'}"
 
 
 def mask_source(scene_dir: Path) -> Path | None:
@@ -141,18 +149,30 @@ def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
     return float(x[order][np.searchsorted(cum, cum[-1] / 2)])
 
 
-def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray,
+def mask_depths(tracks: np.ndarray, ids: np.ndarray, viewmats: np.ndarray) -> dict[int, np.ndarray]:
+    """Camera depth per frame ``[T]`` of each mask id's Gaussians (their centroid), for occlusion order."""
+    out = {}
+    for label in np.unique(ids):
+        centre = tracks[:, ids == label].mean(1)  # [T, 3]
+        out[int(label)] = np.einsum("tj,tj->t", viewmats[:, 2, :3], centre) + viewmats[:, 2, 3]
+    return out
+
+
+def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarray,
                  masks: Path | None = None) -> tuple[list[ObjectInstance], str]:
     """Instances of the fitted scene and how they were found ("id masks at <path>" or "scaffold clusters").
 
-    ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``.
+    ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``; ``up`` is the
+    world's unit up vector (the shape test looks at silhouettes upright).
     """
     info = frames_info(scene_dir)
     folder = masks or mask_source(scene_dir)
+    K, viewmats = data.K.numpy().astype(np.float64), data.viewmats.numpy().astype(np.float64)
     if folder is not None:
-        ids = assign_by_masks(tracks, data.K.numpy(), data.viewmats.numpy(),
-                              read_id_masks(folder, info.get("indices", list(range(data.frames)))),
-                              (data.width, data.height))
+        id_masks = read_id_masks(folder, info.get("indices", list(range(data.frames))))
+        ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height))
+        mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
+        depths = mask_depths(tracks, ids, viewmats)
         how = f"id masks at {folder}"
     else:
         weights = scene.binding.weights().detach().numpy()
@@ -172,8 +192,10 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray,
             continue
         obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label) if folder is not None else None)
         describe_colour(obj, colours, opacities)
+        if folder is not None:
+            obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
         objects.append(obj)
     for obj in objects:
-        same = sum(o.colour == obj.colour for o in objects)
-        obj.label = f"the {obj.colour} object" if same == 1 else f"object {obj.index} ({obj.colour})"
+        same = sum(o.looks == obj.looks for o in objects)
+        obj.label = f"the {obj.looks}" if same == 1 else f"object {obj.index} ({obj.looks})"
     return objects, how

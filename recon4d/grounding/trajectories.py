@@ -276,7 +276,7 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
         up /= np.linalg.norm(up)
     else:
         up, up_source = estimate_up(static, viewmats[0])
-    objects, how = find_objects(scene, data, Path(scene_dir), dyn, masks)
+    objects, how = find_objects(scene, data, Path(scene_dir), dyn, up, masks)
     tracks = [track_object(o, dyn, opacities, ref, viewmats, up) for o in objects]
     global_viewmat, note = global_frame(scene, data)
     return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how)

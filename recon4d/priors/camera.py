@@ -232,14 +232,19 @@ class CameraSolver:
         obs = todo[prob.obs_p]
         if not obs.any():
             return x
-        inputs = [v[obs] for v in self._gather(x, prob)]
-        uv, target = self._uv(prob)[obs], torch.from_numpy(prob.obs_xy[obs])
-        cost = np.empty((steps, len(prob.ref)))
+        f, r, t, _ = self._unpack(x, prob)
+        R = rodrigues(r)
+        ref, frame = prob.ref[prob.obs_p[obs]], prob.obs_t[obs]
+        uv = prob.ref_xy[prob.obs_p[obs]]
+        ray = np.concatenate([(uv - [prob.W / 2, prob.H / 2]) / f, np.ones((len(uv), 1))], 1)
+        Rrel = R[frame] @ R[ref].transpose(0, 2, 1)
+        A = np.einsum("nij,nj->ni", Rrel, ray)  # the terms of reproject(): X = A + rho * B
+        B = t[frame] - np.einsum("nij,nj->ni", Rrel, t[ref])
         grid = np.linspace(0.0, rho_max, steps)
-        with torch.no_grad():
-            for i, g in enumerate(grid):
-                err = (reproject(*inputs[:5], torch.full_like(inputs[5], g), uv, prob.W / 2, prob.H / 2) - target).norm(dim=1)
-                cost[i] = np.bincount(prob.obs_p[obs], np.minimum(err.numpy(), 10.0), minlength=len(prob.ref))
+        X = A[None] + grid[:, None, None] * B[None]
+        proj = f * X[..., :2] / np.maximum(X[..., 2:], 1e-6) + [prob.W / 2, prob.H / 2]
+        err = np.minimum(np.linalg.norm(proj - prob.obs_xy[obs][None], axis=-1), 10.0)
+        cost = np.stack([np.bincount(prob.obs_p[obs], e, minlength=len(prob.ref)) for e in err])
         x = x.copy()
         idx = np.flatnonzero(todo)
         x[n0 + idx] = grid[cost[:, idx].argmin(0)]

@@ -106,13 +106,14 @@ class MotionMasks:
         grid = np.stack([gx, gy], -1).reshape(-1, 2)
         out = np.empty_like(resid)
         for t in range(T):
-            acc, n = resid[t].astype(np.float64).copy(), 1
-            for u in range(max(0, t - self.window), min(T, t + self.window + 1)):
-                if u != t:
-                    pos = chain(fwd if u > t else bwd, grid, t, u)
-                    acc += sample(resid[u][..., None], pos)[:, 0].reshape(H, W)
+            acc, n = resid[t].astype(np.float64).ravel(), 1
+            for flows, step in ((fwd, 1), (bwd, -1)):
+                pos = grid
+                for u in range(t + step, min(T, max(-1, t + step * (self.window + 1))), step):
+                    pos = pos + sample(flows[u - 1 if step > 0 else u], pos)
+                    acc = acc + sample(resid[u][..., None], pos)[:, 0]
                     n += 1
-            out[t] = acc / n
+            out[t] = (acc / n).reshape(H, W)
         return out
 
     def majority(self, masks: np.ndarray, fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:

@@ -3,9 +3,11 @@
 Fast tests check the rigid tracking on point sets with analytic motion, the
 question parsing / choice matching and binding by colour and shape, and the
 shape estimate on drawn silhouettes and on the id masks of a synth scene against
-its ground truth (one ball, cube and cylinder each). The fitted tests reuse the session's
-``fitted_left_scene`` plus its mirror (same seed, moving right), so that a
-direction "pair" is answered from two real fits; the full five-factor
+its ground truth (one ball, cube and cylinder each), and the centres seen in the
+id masks and depth of a spin pair scene against its true centres. The fitted
+tests reuse the session's ``fitted_left_scene`` plus its mirror (same seed,
+moving right), so that a direction "pair" is answered from two real fits and
+each fitted trajectory's travel is checked against the truth; the full five-factor
 measurement is ``scripts/grounding_eval.py`` (about 10 fits, too slow for CI).
 """
 
@@ -191,6 +193,36 @@ def test_shapes_of_synth_objects_from_their_masks(tmp_path):
     assert sorted(truth.values()) == ["ball", "cube", "cylinder"] and found == truth
 
 
+def test_seen_centres_hold_a_spinning_object_still_and_follow_a_moving_one(tmp_path):
+    """A spin pair scene (one object spins in place, one moves): centres from the id masks and depth track the truth.
+
+    The depth is the synth's own (what ``--priors gt`` gives the fit as its depth prior).
+    """
+    from recon4d.commands import synth as synth_command
+    from recon4d.grounding.seen import seen_centres
+
+    args = ["--preset", "tiny", "--out", str(tmp_path), "--seed", "11", "--objects", "2", "--pairs", "spin", "--no-novel"]
+    assert synth_command.main(args) == 0
+    synth = sorted(tmp_path.glob("synth_s11_spin_*"))[0]
+    objects = json.loads((synth / "gt" / "objects.json").read_text())["objects"]
+    cams = np.load(synth / "gt" / "cameras.npz")
+    viewmats = cams["viewmats"]
+    masks = read_id_masks(synth / "Annotations", list(range(len(viewmats))))
+    depth = np.load(synth / "gt" / "depth.npz")["depth"].astype(np.float64)
+    truth = {o["id"]: np.array(o["centre"]) for o in objects}
+    depths = {i: np.einsum("tj,tj->t", viewmats[:, 2, :3], c) + viewmats[:, 2, 3] for i, c in truth.items()}
+    assert sorted(o["motion"].startswith("spin") for o in objects) == [False, True]
+    for o in objects:
+        seen = seen_centres(masks, o["id"], cams["K"], viewmats, depth, depths)
+        assert seen is not None
+        reach = np.linalg.norm(seen[:, None] - seen[None], axis=-1).max()
+        if o["motion"].startswith("spin"):  # still: the seen centre stays within a fifth of the object's radius
+            assert reach < 0.2 * o["bounding_radius"], reach
+        else:  # moving: it travels as far and the same way as the true centre, up to a fifth of the radius
+            travel = truth[o["id"]][-1] - truth[o["id"]][0]
+            assert np.linalg.norm((seen[-1] - seen[0]) - travel) < 0.2 * o["bounding_radius"], (seen[-1] - seen[0], travel)
+
+
 @pytest.fixture(scope="session")
 def fitted_right_scene(tmp_path_factory):
     """The mirror of ``fitted_left_scene``: same seed and layout draws, the object moves right."""
@@ -208,10 +240,15 @@ def test_answerer_on_fitted_direction_pair(fitted_left_scene, fitted_right_scene
 
     results = {}
     for (synth, scene), side in ((fitted_left_scene, "left"), (fitted_right_scene, "right")):
-        # the fitted objects carry their true shape (ground truth: gt/objects.json, by mask id)
-        shapes = {o["id"]: o["shape"] for o in json.loads((synth / "gt" / "objects.json").read_text())["objects"]}
-        objects = [t.obj for t in load_tracks(scene).tracks]
-        assert objects and all(o.shape == shapes[o.mask_id] for o in objects), [(o.shape, o.shape_note) for o in objects]
+        # the fitted objects carry their true shape and travel (ground truth: gt/objects.json, by mask id)
+        truth = {o["id"]: o for o in json.loads((synth / "gt" / "objects.json").read_text())["objects"]}
+        tracks = load_tracks(scene).tracks
+        objects = [t.obj for t in tracks]
+        assert objects and all(o.shape == truth[o.mask_id]["shape"] for o in objects), [(o.shape, o.shape_note) for o in objects]
+        for t in tracks:
+            centre = np.array(truth[t.obj.mask_id]["centre"])
+            error = np.linalg.norm((t.centres[-1] - t.centres[0]) - (centre[-1] - centre[0]))
+            assert error < 0.2 * truth[t.obj.mask_id]["bounding_radius"], (t.centres[-1] - t.centres[0], centre[-1] - centre[0])
         out = tmp_path / f"{side}.jsonl"
         assert answer_command.main(["--scene", str(scene), "--qa", str(synth / "qa.json"), "--out", str(out)]) == 0
         last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -12,7 +12,9 @@ Appearance: a colour word from the hue of the object's Gaussians, and, where
 the input has id masks, a shape word (ball, cube, cylinder) from the object's
 silhouettes in them (``recon4d.grounding.shape``, which says why not from the
 fit); the shape stays unknown (None) without masks or when the silhouettes do
-not decide it. Nothing here reads ground truth.
+not decide it. With masks, each object also gets its centre per frame as the
+input shows it (``recon4d.grounding.seen``, which says why not from the fit);
+its trajectory follows that centre. Nothing here reads ground truth.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from PIL import Image
 
 from recon4d.fit.data import frames_info
+from recon4d.grounding.seen import seen_centres
 from recon4d.grounding.shape import estimate_shape
 
 MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussians are noise
@@ -46,6 +49,7 @@ class ObjectInstance:
     shape: str | None = None  # "ball", "cube", "cylinder", or None when unknown
     shape_note: str = "no id masks"  # what the shape estimate rests on (votes), or why there is none
     label: str = ""  # how descriptions name it: "the red cube", or "object 2 (red cube)" when that repeats
+    seen: np.ndarray | None = None  # [T, 3] world centre per frame as the input shows it (``seen.seen_centres``)
 
     @property
     def looks(self) -> str:
@@ -173,6 +177,8 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height))
         mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
         depths = mask_depths(tracks, ids, viewmats)
+        prior = data.depth.numpy()
+        depth_K = np.diag([prior.shape[2] / data.width, prior.shape[1] / data.height, 1.0]) @ K
         how = f"id masks at {folder}"
     else:
         weights = scene.binding.weights().detach().numpy()
@@ -194,6 +200,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         describe_colour(obj, colours, opacities)
         if folder is not None:
             obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
+            obj.seen = seen_centres(id_masks, obj.mask_id, depth_K, viewmats, prior, depths)
         objects.append(obj)
     for obj in objects:
         same = sum(o.looks == obj.looks for o in objects)

@@ -8,7 +8,11 @@ the centroid circles and would read as motion. Each object gets one rigid
 transform per frame (Kabsch on its Gaussians, reference frame -> frame t), and
 its tracked centre is the body point that travels least, kept inside the object
 (the spin axis for a spinning object, the object itself for one going round a
-bend). Rotation increments of those transforms give turning and spin.
+bend). Rotation increments of those transforms give turning and spin. Where
+the input has id masks, the centre is instead the one the input shows
+(``recon4d.grounding.seen``): the fit can explain part of a spinning object
+with static Gaussians and smear the rest, which makes even the rigid centre
+wander; the rigid fits then only give the body's rotation.
 
 Frames of reference: the world of the fit; the first camera (x right, y down,
 z forward); per-frame camera axes (what "from the camera perspective" means when
@@ -144,7 +148,7 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     rots, trans = np.stack([f[0] for f in fits]), np.stack([f[1] for f in fits])
     centroid = w @ pts[ref] / w.sum()
     size = float(np.sqrt(w @ ((pts[ref] - centroid) ** 2).sum(1) / w.sum()))
-    centres = _least_travelling_centres(rots, trans, centroid, size)
+    centres = obj.seen if obj.seen is not None else _least_travelling_centres(rots, trans, centroid, size)
     steps = np.diff(centres, axis=0)
     speeds = np.linalg.norm(steps, axis=1)
     path = float(speeds.sum())

@@ -6,13 +6,13 @@
 //
 // Layout of the work: Gaussians are binned into tiles (front to back), then each
 // tile runs "Gaussian outer, pixel inner": one Gaussian's parameters stay in
-// registers while the pixels of its window in the tile are swept 16 at a time along
-// a row (SIMD lanes are pixels; tile buffers hold a chunk's channels side by side so
-// that every channel update is one vector multiply-add on consecutive memory), and the tile stops as soon as every
-// pixel is opaque. The backward pass walks each tile's list back to front and
-// accumulates a Gaussian's gradient over the whole tile before adding it under the
-// Gaussian's lock, so synchronisation is per (Gaussian, tile) pair rather than per
-// pixel and memory stays O(N).
+// registers while the pixels of its window in the tile are swept a SIMD register at a
+// time along a row (lanes are pixels; tile buffers hold a chunk's channels side by side
+// so that every channel update is one vector multiply-add on consecutive memory), and
+// the tile stops as soon as every pixel is opaque. The backward pass walks each tile's
+// list back to front and accumulates a Gaussian's gradient over the whole tile before
+// adding it under the Gaussian's lock, so synchronisation is per (Gaussian, tile) pair
+// rather than per pixel and memory stays O(N).
 #include <torch/extension.h>
 
 #include <omp.h>
@@ -29,6 +29,7 @@
 #include <numeric>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -38,27 +39,37 @@ constexpr double kAlphaMax = 0.999;
 constexpr double kTransMin = 1e-4;
 
 // ---------------------------------------------------------------------------------------------
-// Pixel vectors: 16 pixels of a tile row, as GCC/Clang vector extensions so that one source
-// builds for any target (-march=native picks AVX-512, AVX2 or NEON registers). V holds a value
-// per pixel, M the matching lane mask (all ones = true) or integer per pixel.
-constexpr int kLanes = 16;
+// Pixel vectors: as many pixels of a tile row as fill one SIMD register of the target (16
+// floats with AVX-512, 8 with AVX2, 4 with SSE or NEON), as GCC/Clang vector extensions so that
+// one source builds everywhere. Wider vectors than the registers would be split by the compiler,
+// often element by element. V holds a value per pixel, M the matching lane mask (all ones =
+// true) or integer per pixel.
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
+constexpr int kVectorBytes = 32;
+#else
+constexpr int kVectorBytes = 16;
+#endif
 
 template <typename T>
 struct Lanes;
 template <>
 struct Lanes<float> {
-  typedef float V __attribute__((vector_size(kLanes * sizeof(float))));
+  static constexpr int kCount = kVectorBytes / sizeof(float);
+  typedef float V __attribute__((vector_size(kVectorBytes)));
   typedef int32_t I;
-  typedef I M __attribute__((vector_size(kLanes * sizeof(I))));
+  typedef I M __attribute__((vector_size(kVectorBytes)));
   static constexpr int kMantissaBits = 23, kExponentBias = 127, kExpDegree = 7;
   static constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   static constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187045e-06f;
 };
 template <>
 struct Lanes<double> {
-  typedef double V __attribute__((vector_size(kLanes * sizeof(double))));
+  static constexpr int kCount = kVectorBytes / sizeof(double);
+  typedef double V __attribute__((vector_size(kVectorBytes)));
   typedef int64_t I;
-  typedef I M __attribute__((vector_size(kLanes * sizeof(I))));
+  typedef I M __attribute__((vector_size(kVectorBytes)));
   static constexpr int kMantissaBits = 52, kExponentBias = 1023, kExpDegree = 13;
   static constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
   static constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
@@ -69,15 +80,26 @@ inline V broadcast(S x) {
   return V{} + x;
 }
 
-// Folds 16 lanes with op (pairwise halves, so it costs four vector steps, not fifteen scalar ones).
+template <typename V, size_t... I>
+inline auto low_half(V v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, I...);
+}
+
+template <typename V, size_t... I>
+inline auto high_half(V v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, (I + sizeof...(I))...);
+}
+
+// Folds the lanes with op by halves: log2(lanes) vector steps instead of lanes - 1 scalar ones.
 template <typename V, typename Op>
 inline auto fold(V v, Op op) {
-  static_assert(kLanes == 16, "fold is written for 16 lanes");
-  const auto h8 = op(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
-                     __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
-  const auto h4 = op(__builtin_shufflevector(h8, h8, 0, 1, 2, 3), __builtin_shufflevector(h8, h8, 4, 5, 6, 7));
-  const auto h2 = op(__builtin_shufflevector(h4, h4, 0, 1), __builtin_shufflevector(h4, h4, 2, 3));
-  return op(h2[0], h2[1]);
+  constexpr size_t n = sizeof(V) / sizeof(v[0]);
+  if constexpr (n == 2) {
+    return op(v[0], v[1]);
+  } else {
+    constexpr auto half = std::make_index_sequence<n / 2>();
+    return fold(op(low_half(v, half), high_half(v, half)), op);
+  }
 }
 
 template <typename V>
@@ -89,18 +111,14 @@ template <typename M>
 inline bool any(M m) {
   // One test instruction where the ISA has it; a fold of the lanes otherwise.
 #if defined(__AVX512F__)
-  if constexpr (sizeof(M) == 64) {
-    const __m512i bits = reinterpret_cast<__m512i>(m);
-    return _mm512_test_epi32_mask(bits, bits) != 0;
-  }
+  const __m512i bits = reinterpret_cast<__m512i>(m);
+  return _mm512_test_epi32_mask(bits, bits) != 0;
 #elif defined(__AVX__)
-  if constexpr (sizeof(M) == 64) {
-    const __m256i bits = reinterpret_cast<__m256i>(__builtin_shufflevector(m, m, 0, 1, 2, 3, 4, 5, 6, 7) |
-                                                  __builtin_shufflevector(m, m, 8, 9, 10, 11, 12, 13, 14, 15));
-    return !_mm256_testz_si256(bits, bits);
-  }
-#endif
+  const __m256i bits = reinterpret_cast<__m256i>(m);
+  return !_mm256_testz_si256(bits, bits);
+#else
   return fold(m, [](auto a, auto b) { return a | b; }) != 0;
+#endif
 }
 
 template <typename M>
@@ -314,16 +332,18 @@ inline void prefetch_row(const scalar_t* row, int64_t D, bool for_write) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tiles: a tile of ts x ts pixels is stored as rows of 16-pixel chunks (the last one padded).
+// Tiles: a tile of ts x ts pixels is stored as rows of chunks of kLanes pixels (the last one
+// padded).
 
 template <typename scalar_t>
 struct TileFrame {
   using V = typename Lanes<scalar_t>::V;
   using M = typename Lanes<scalar_t>::M;
   using I = typename Lanes<scalar_t>::I;
+  static constexpr int kLanes = Lanes<scalar_t>::kCount;
   int64_t ts, row_chunks, chunks;  // chunks = ts * row_chunks
   int64_t x0, y0;                  // image pixel of the tile's corner
-  M lane;                          // 0, 1, ..., 15
+  M lane;                          // 0, 1, ..., kLanes - 1
   std::vector<V> px;               // pixel-centre x of every chunk of a row
 
   TileFrame(int64_t tile_size)
@@ -423,7 +443,7 @@ void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* co
       std::fill(live.begin(), live.end(), M{});
       int64_t active = 0;
       f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
-        live[f.chunk(ly, lx)][lx % kLanes] = -1;
+        live[f.chunk(ly, lx)][lx % f.kLanes] = -1;
         ++active;
       });
       const int64_t begin = offsets[tile], end = offsets[tile + 1];
@@ -455,7 +475,7 @@ void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* co
         });
       }
       f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
-        const int64_t q = f.chunk(ly, lx), l = lx % kLanes;
+        const int64_t q = f.chunk(ly, lx), l = lx % f.kLanes;
         const int64_t pix = (cam * H + f.y0 + ly) * W + f.x0 + lx;
         for (int64_t d = 0; d < D; ++d) out[pix * D + d] = acc[q * D + d][l];
         alpha_out[pix] = 1 - T[q][l];
@@ -523,7 +543,7 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
       std::fill(last.begin(), last.end(), M{});
       int32_t max_last = 0;
       f.for_each_pixel(W, H, [&](int64_t ly, int64_t lx) {
-        const int64_t q = f.chunk(ly, lx), l = lx % kLanes;
+        const int64_t q = f.chunk(ly, lx), l = lx % f.kLanes;
         const int64_t pix = (cam * H + f.y0 + ly) * W + f.x0 + lx;
         last[q][l] = last_img[pix];
         max_last = std::max(max_last, last_img[pix]);

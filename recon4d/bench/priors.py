@@ -47,8 +47,8 @@ def main(argv: list[str]) -> int:
                                                 long_side=cfg.long_side, progress=False), log=lambda _: None)
         total = time.perf_counter() - start
         r = json.loads((scene / "priors" / "report.json").read_text())
-    names = {"ingest": "pyav/opencv", "flow": "dis", "tracks": "chained", "camera": "ba",
-             "depth": r["depth_provider"], "masks": "flow-residual"}
+    names = {"ingest": "pyav/opencv", "flow": "dis", "tracks": "chained", "camera": "ba", "points": "triangulation",
+             "depth": r["depth_provider"], "masks": "motion"}
     print(f"input={video} frames={r['frames']} size={r['width']}x{r['height']} motion={r['motion_type']} "
           f"tracks={r['tracks_kept']}")
     for step, seconds in r["time_s"].items():

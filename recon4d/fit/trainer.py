@@ -58,9 +58,11 @@ class LossWeights:
     depth: float = 0.05
     mask: float = 0.1
     track: float = 0.05
-    arap: float = 1.0
+    # Scaffold terms are measured in units of the scene extent (median prior depth), so that
+    # the same weights hold whatever scale the camera solve gave the scene.
+    arap: float = 8.0
     velocity: float = 0.0
-    acceleration: float = 0.5
+    acceleration: float = 4.0
     feature: float = 1.0
 
 
@@ -256,7 +258,7 @@ class Trainer:
             terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])
             self._last_render = out
         if stage in ("scaffold", "joint") and len(self.scene.dynamic):
-            positions = self.scene.scaffold.node_positions()
+            positions = self.scene.scaffold.node_positions() / self.extent  # scale-free scaffold terms
             terms["track"] = w.track * self._track_loss(t)
             if not hasattr(self, "_neighbours") or self._neighbours.shape[0] != len(self.scene.scaffold):
                 from cuda_ext.knn import knn

@@ -1019,9 +1019,10 @@ std::vector<torch::Tensor> rasterize_forward(const torch::Tensor& means2d, const
   check_inputs(means2d, conics, colors, opacities, radii, depths);
   const int64_t C = colors.size(0), N = colors.size(1), D = colors.size(2);
   const TileGrid grid{tile_size, (width + tile_size - 1) / tile_size, (height + tile_size - 1) / tile_size};
-  auto render = torch::zeros({C, height, width, D}, colors.options());
-  auto alpha = torch::zeros({C, height, width, 1}, colors.options());
-  auto last = torch::zeros({C, height, width}, colors.options().dtype(torch::kInt32));
+  // Every pixel is written by its tile, so the images need no zeroing first.
+  auto render = torch::empty({C, height, width, D}, colors.options());
+  auto alpha = torch::empty({C, height, width, 1}, colors.options());
+  auto last = torch::empty({C, height, width}, colors.options().dtype(torch::kInt32));
   std::vector<int64_t> offsets;
   std::vector<int32_t> ids;
   AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "rasterize_forward", [&] {

@@ -133,7 +133,7 @@ def test_killed_driver_loses_nothing_and_repeats_nothing(sources, tmp_path):
     env = {**os.environ, "RAY_DISABLE_IMPORT_WARNING": "1"}
     # Enough joint steps that the third scene (queued behind two CPU slots) is still fitting when
     # the first one ends and the driver is killed.
-    cmd = _cli(tmp_path / "src", out, joint=100)
+    cmd = _cli(tmp_path / "src", out, joint=400)
     with open(tmp_path / "driver.log", "w") as log:
         driver = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     deadline = time.monotonic() + 240

@@ -68,6 +68,22 @@ def chain(flows: np.ndarray, pos: np.ndarray, t: int, u: int) -> np.ndarray:
     return pos
 
 
+def pixel_centres(H: int, W: int) -> np.ndarray:
+    """``[H*W, 2]`` (x, y) of every pixel centre, row by row."""
+    gy, gx = np.mgrid[0:H, 0:W] + 0.5
+    return np.stack([gx, gy], -1).reshape(-1, 2)
+
+
+def along_flow(fwd: np.ndarray, bwd: np.ndarray, pos: np.ndarray, t: int, lo: int, hi: int):
+    """Yield ``(u, positions in frame u)`` of frame t's points ``pos``, carried one frame at a time forward
+    to ``hi`` and then backward to ``lo``."""
+    for flows, step, end in ((fwd, 1, hi + 1), (bwd, -1, lo - 1)):
+        carried = pos
+        for u in range(t + step, end, step):
+            carried = carried + sample(flows[u - 1 if step > 0 else u], carried)
+            yield u, carried
+
+
 @dataclass(frozen=True)
 class MotionMasks:
     span: int = 2  # frames over which the flow is chained before comparing
@@ -85,8 +101,7 @@ class MotionMasks:
         rigid-flow residual when ``depth`` is given."""
         T, H, W = fwd.shape[0] + 1, *fwd.shape[1:3]
         resid = np.full((T, H, W), np.inf, np.float32)
-        gy, gx = np.mgrid[0:H, 0:W] + 0.5
-        grid = np.stack([gx, gy], -1).reshape(-1, 2)
+        grid = pixel_centres(H, W)
         for t in range(T):
             for u in (min(t + self.span, T - 1), max(t - self.span, 0)):
                 if u == t:
@@ -102,17 +117,13 @@ class MotionMasks:
     def smooth(self, resid: np.ndarray, fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
         """Each frame's residual averaged with its ``window`` neighbours' at the same surface points."""
         T, H, W = resid.shape
-        gy, gx = np.mgrid[0:H, 0:W] + 0.5
-        grid = np.stack([gx, gy], -1).reshape(-1, 2)
+        grid = pixel_centres(H, W)
         out = np.empty_like(resid)
         for t in range(T):
             acc, n = resid[t].astype(np.float64).ravel(), 1
-            for flows, step in ((fwd, 1), (bwd, -1)):
-                pos = grid
-                for u in range(t + step, min(T, max(-1, t + step * (self.window + 1))), step):
-                    pos = pos + sample(flows[u - 1 if step > 0 else u], pos)
-                    acc = acc + sample(resid[u][..., None], pos)[:, 0]
-                    n += 1
+            for u, pos in along_flow(fwd, bwd, grid, t, max(0, t - self.window), min(T - 1, t + self.window)):
+                acc = acc + sample(resid[u][..., None], pos)[:, 0]
+                n += 1
             out[t] = (acc / n).reshape(H, W)
         return out
 
@@ -122,19 +133,15 @@ class MotionMasks:
         missed in a few frames is restored from the frames around them, and a patch of water that flares
         up in one frame is dropped."""
         T, H, W = masks.shape
-        gy, gx = np.mgrid[0:H, 0:W] + 0.5
-        grid = np.stack([gx, gy], -1).reshape(-1, 2)
+        grid = pixel_centres(H, W)
         out = np.empty_like(masks)
         for t in range(T):
             votes, n = masks[t].astype(np.float32).ravel(), 1
             lo = min(max(0, t - self.vote), max(0, T - 1 - 2 * self.vote))  # the window slides at the ends
             hi = min(T - 1, lo + 2 * self.vote)
-            for flows, step, end in ((fwd, 1, hi + 1), (bwd, -1, lo - 1)):
-                pos = grid
-                for u in range(t + step, end, step):
-                    pos = pos + sample(flows[u - 1 if step > 0 else u], pos)
-                    votes += sample(masks[u][..., None].astype(np.float32), pos)[:, 0] > 0.5
-                    n += 1
+            for u, pos in along_flow(fwd, bwd, grid, t, lo, hi):
+                votes += sample(masks[u][..., None].astype(np.float32), pos)[:, 0] > 0.5
+                n += 1
             out[t] = (votes > n / 2).reshape(H, W)
         return out
 

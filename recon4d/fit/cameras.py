@@ -45,7 +45,7 @@ class PoseRefinement(nn.Module):
     def apply_to(self, viewmats: Tensor, frames: Tensor) -> Tensor:
         d = self.delta[frames] * self.free[frames]
         correction = torch.eye(4, device=viewmats.device, dtype=viewmats.dtype).repeat(len(frames), 1, 1)
-        correction[:, :3, :3] = rodrigues_torch(d[:, :3].to(viewmats.dtype).cpu()).to(viewmats.device)
+        correction[:, :3, :3] = rodrigues_torch(d[:, :3].to(viewmats.dtype))
         correction[:, :3, 3] = d[:, 3:].to(viewmats.dtype)
         return correction @ viewmats
 

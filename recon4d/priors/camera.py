@@ -93,7 +93,7 @@ def rodrigues_torch(r: torch.Tensor) -> torch.Tensor:
     b = torch.where(small, 0.5 - th2 / 24, (1 - torch.cos(th)) / torch.where(small, torch.ones_like(th2), th2))
     z = torch.zeros_like(r[:, 0])
     S = torch.stack([z, -r[:, 2], r[:, 1], r[:, 2], z, -r[:, 0], -r[:, 1], r[:, 0], z], -1).view(-1, 3, 3)
-    return torch.eye(3, dtype=r.dtype) + a * S + b * S @ S
+    return torch.eye(3, dtype=r.dtype, device=r.device) + a * S + b * S @ S
 
 
 def reproject(f, r_t, t_t, r_r, t_r, rho, uv_ref, cx: float, cy: float) -> torch.Tensor:

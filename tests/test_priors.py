@@ -1,9 +1,4 @@
-"""Priors against ground truth: synth scenes (tracks, masks, camera, cache, depth) and real DAVIS frames.
-
-The moving-camera scenes run on their first 12 frames: the synth ground is made of coplanar, overlapping
-opaque discs whose drawing order flips when the camera's yaw crosses zero (mid-sequence for pan and orbit),
-so the checker edges jump ~2 px between frames 11 and 12 with no camera motion to explain it.
-"""
+"""Priors against ground truth: synth scenes (tracks, masks, camera, cache, depth) and real DAVIS frames."""
 
 from __future__ import annotations
 
@@ -36,8 +31,8 @@ def synth_dir(tmp_path_factory) -> Path:
 
 
 def _moving_camera_report(synth_dir: Path, out: Path, camera: str, **kw) -> tuple[Path, dict]:
-    scene = run_preprocess(PreprocessConfig(video=synth_dir / camera / "synth_s0", out=out, max_frames=12,
-                                            progress=False, **kw), log=lambda _: None)
+    scene = run_preprocess(PreprocessConfig(video=synth_dir / camera / "synth_s0", out=out, progress=False, **kw),
+                           log=lambda _: None)
     return scene, json.loads((scene / "priors" / "report.json").read_text())
 
 

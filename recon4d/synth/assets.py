@@ -38,6 +38,9 @@ class Gaussians:
     def __len__(self) -> int:
         return len(self.means)
 
+    def subset(self, keep: np.ndarray) -> Gaussians:
+        return Gaussians(*(getattr(self, f)[keep] for f in Gaussians.__dataclass_fields__))
+
     @staticmethod
     def cat(parts: list[Gaussians]) -> Gaussians:
         return Gaussians(*(np.concatenate([getattr(p, f) for p in parts]) for f in Gaussians.__dataclass_fields__))
@@ -56,27 +59,47 @@ def _flat(points: np.ndarray, normals: np.ndarray, spacing: float, colours: np.n
     return Gaussians(points, quats, scales, np.ones(n), colours)
 
 
-def background(detail: float) -> Gaussians:
-    """Checkered ground disc (1 m cells) and a striped half-cylinder backdrop on the far side."""
+def background(detail: float) -> list[list[Gaussians]]:
+    """The static Gaussians as surfaces to draw back to front (backdrop, then ground), each split by tone.
+
+    Why split: the rasterizer orders Gaussians by the depth of their centres, and for two discs side
+    by side on one surface that order flips when the view direction crosses the normal of the line
+    joining them; for the ground's x-neighbours that is whenever the camera's yaw crosses zero,
+    mid-clip on a pan or an orbit. Where the two discs differ in colour, the edge between them jumps
+    (~2 px at 128x96) with no camera motion to explain it. Each tone is drawn on its own, so inside
+    it the order does not show (the backdrop's vertical shading changes by ~1% from one row to the
+    next, too little for a flip to matter), and the renderer mixes a surface's tones by their
+    coverage, which no view changes, so every edge sits at the same place on the surface in every
+    view. The ground goes over the backdrop, as the single depth-sorted pass drew the far ground
+    over the backdrop's base.
+    """
     sp = BACKGROUND_SPACING / detail
+    return [_backdrop(sp), _ground(sp)]
+
+
+def _ground(sp: float) -> list[Gaussians]:
+    """Checkered ground disc (1 m cells): the light cells and the dark ones."""
     grid = np.arange(-GROUND_RADIUS, GROUND_RADIUS + 1e-9, sp)
     x, y = (a.ravel() for a in np.meshgrid(grid, grid, indexing="xy"))
     keep = (np.hypot(x, y) < GROUND_RADIUS) & (y > GROUND_BEHIND)
     x, y = x[keep], y[keep]
-    checker = (np.floor(x) + np.floor(y)) % 2
-    ground_rgb = np.where(checker[:, None] > 0, [0.58, 0.60, 0.55], [0.42, 0.45, 0.40])
+    light = (np.floor(x) + np.floor(y)) % 2 > 0
+    ground_rgb = np.where(light[:, None], [0.58, 0.60, 0.55], [0.42, 0.45, 0.40])
     ground = _flat(np.stack([x, y, np.zeros_like(x)], -1), np.tile([0.0, 0.0, 1.0], (len(x), 1)), sp, ground_rgb)
+    return [ground.subset(light), ground.subset(~light)]
 
+
+def _backdrop(sp: float) -> list[Gaussians]:
+    """Striped half-cylinder on the far side, shaded darker towards the ground: the light stripes and the dark ones."""
     az = np.arange(0.0, math.pi + 1e-9, sp / GROUND_RADIUS)
     zs = np.arange(sp / 2, BACKDROP_HEIGHT, sp)
     a, z = (v.ravel() for v in np.meshgrid(az, zs, indexing="xy"))
     inward = -np.stack([np.cos(a), np.sin(a), np.zeros_like(a)], -1)
     pts = -GROUND_RADIUS * inward + np.stack([np.zeros_like(z), np.zeros_like(z), z], -1)
-    stripe = np.floor(a * GROUND_RADIUS / 1.2) % 2
-    tone = np.where(stripe[:, None] > 0, [0.80, 0.70, 0.55], [0.65, 0.55, 0.45])
-    backdrop_rgb = tone * (0.75 + 0.25 * (z / BACKDROP_HEIGHT))[:, None]
-    backdrop = _flat(pts, inward, sp, backdrop_rgb)
-    return Gaussians.cat([ground, backdrop])
+    light = np.floor(a * GROUND_RADIUS / 1.2) % 2 > 0
+    tone = np.where(light[:, None], [0.80, 0.70, 0.55], [0.65, 0.55, 0.45])
+    backdrop = _flat(pts, inward, sp, tone * (0.75 + 0.25 * (z / BACKDROP_HEIGHT))[:, None])
+    return [backdrop.subset(light), backdrop.subset(~light)]
 
 
 def _surface(shape: str, spacing: float) -> np.ndarray:

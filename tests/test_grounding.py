@@ -196,7 +196,8 @@ def test_shapes_of_synth_objects_from_their_masks(tmp_path):
 def test_seen_centres_hold_a_spinning_object_still_and_follow_a_moving_one(tmp_path):
     """A spin pair scene (one object spins in place, one moves): centres from the id masks and depth track the truth.
 
-    The depth is the synth's own (what ``--priors gt`` gives the fit as its depth prior).
+    The depth is the synth's own, exact, so that this tests the lifting and the smoothing alone;
+    the answerer passes the fitted scene's rendered depth (``seen.rendered_depth``).
     """
     from recon4d.commands import synth as synth_command
     from recon4d.grounding.seen import seen_centres
@@ -240,15 +241,18 @@ def test_answerer_on_fitted_direction_pair(fitted_left_scene, fitted_right_scene
 
     results = {}
     for (synth, scene), side in ((fitted_left_scene, "left"), (fitted_right_scene, "right")):
-        # the fitted objects carry their true shape and travel (ground truth: gt/objects.json, by mask id)
+        # the fitted objects carry their true shape and travel (ground truth: gt/objects.json, by mask id);
+        # the travel is measured in the fit's rendered depth, whose error (this 200-step fit puts the object
+        # 1-2% too near, drifting over the clip) is the fit's, so it is held to a tenth of the distance travelled
         truth = {o["id"]: o for o in json.loads((synth / "gt" / "objects.json").read_text())["objects"]}
         tracks = load_tracks(scene).tracks
         objects = [t.obj for t in tracks]
         assert objects and all(o.shape == truth[o.mask_id]["shape"] for o in objects), [(o.shape, o.shape_note) for o in objects]
         for t in tracks:
             centre = np.array(truth[t.obj.mask_id]["centre"])
-            error = np.linalg.norm((t.centres[-1] - t.centres[0]) - (centre[-1] - centre[0]))
-            assert error < 0.2 * truth[t.obj.mask_id]["bounding_radius"], (t.centres[-1] - t.centres[0], centre[-1] - centre[0])
+            travel = centre[-1] - centre[0]
+            error = np.linalg.norm((t.centres[-1] - t.centres[0]) - travel)
+            assert error < 0.1 * np.linalg.norm(travel), (t.centres[-1] - t.centres[0], travel)
         out = tmp_path / f"{side}.jsonl"
         assert answer_command.main(["--scene", str(scene), "--qa", str(synth / "qa.json"), "--out", str(out)]) == 0
         last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -28,7 +28,7 @@ import torch
 from PIL import Image
 
 from recon4d.fit.data import frames_info
-from recon4d.grounding.seen import seen_centres
+from recon4d.grounding.seen import rendered_depth, seen_centres
 from recon4d.grounding.shape import estimate_shape
 
 MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussians are noise
@@ -177,8 +177,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height))
         mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
         depths = mask_depths(tracks, ids, viewmats)
-        prior = data.depth.numpy()
-        depth_K = np.diag([prior.shape[2] / data.width, prior.shape[1] / data.height, 1.0]) @ K
+        fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
         how = f"id masks at {folder}"
     else:
         weights = scene.binding.weights().detach().numpy()
@@ -200,7 +199,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         describe_colour(obj, colours, opacities)
         if folder is not None:
             obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
-            obj.seen = seen_centres(id_masks, obj.mask_id, depth_K, viewmats, prior, depths)
+            obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths)
         objects.append(obj)
     for obj in objects:
         same = sum(o.looks == obj.looks for o in objects)

@@ -218,4 +218,4 @@ def test_davis_tracks_stay_on_the_horse(tmp_path):
     fwd, bwd = DISFlow().compute(frames, progress=False)
     xy, vis, seeds = ChainedTracks().compute(frames, fwd, bwd, progress=False)
     stay = mask_stay(load_masks(tmp_path) > 0, xy, vis, seeds)
-    assert stay["seeded_inside"] > 50 and stay["stay_within_3px"] >= 0.9
+    assert stay["seeded_inside"] > 50 and stay["stay_within_3px"] >= 0.9 and stay["stay_strict"] >= 0.9

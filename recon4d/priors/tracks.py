@@ -10,7 +10,19 @@ seeded late still reaches back as far as the flow lets it. Chaining alone
 drifts (DIS slightly under-estimates flow, and errors add up frame after
 frame), so every chained position is refined by Lucas-Kanade against the
 track's seed frame (the anchor) and the correction is kept when it is small:
-errors then no longer accumulate along the track. CoTracker3 would plug
+errors then no longer accumulate along the track.
+
+The forward-backward check misses one failure: near a motion edge (an object's
+silhouette) DIS smooths the two motions together over its patches, forward and
+backward alike, so a point a pixel or two inside the object slides off onto
+the background with both flows agreeing. A step is therefore also rejected
+where the flow it follows jumps by more than ``edge_px`` within a few pixels
+of the point, and no track is seeded where no step could be taken. The window
+is wide and the jump large so that smooth perspective flow (a dolly over the
+ground) passes: only a second motion close by stops a track. On DAVIS
+horsejump-high (50 frames) this took the tracks seeded on the horse that stay
+strictly inside its mask in every frame from 75% to 94%, with 9% fewer tracks
+kept; the synth dolly's tracks are untouched. CoTracker3 would plug
 in behind the same ``compute``; it is not bundled because its weights cannot be
 fetched offline.
 
@@ -41,24 +53,29 @@ class ChainedTracks:
     border: float = 1.0  # points closer than this to the image edge are dropped
     anchor_win: int = 9  # Lucas-Kanade window (pixels) of the refinement against the seed frame
     anchor_max_px: float = 2.0  # larger anchor corrections are distrusted (appearance changed): keep the chain
+    edge_px: float = 3.0  # a step is rejected where the flow it follows ranges over more than this ...
+    edge_win: int = 15  # ... within this window (pixels) around the point: a motion edge is that close
     name: str = "chained"
 
     def compute(self, frames: np.ndarray, fwd: np.ndarray, bwd: np.ndarray, progress: bool = True):
         """(xy ``[T, P, 2]`` float32, visible ``[T, P]`` bool, seed frame ``[P]`` int)."""
         T, H, W = frames.shape[:3]
         gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
+        fwd_spread = [_spread(f, self.edge_win) for f in fwd]
+        bwd_spread = [_spread(f, self.edge_win) for f in bwd]
         xy = np.zeros((T, 0, 2), np.float32)
         vis = np.zeros((T, 0), bool)
         seeds = np.zeros(0, int)
         for t in tqdm(range(T), desc="tracks", unit="frame", disable=not progress, leave=False):
             if t > 0 and len(seeds):  # advance every track alive at t-1
                 alive = vis[t - 1] & (seeds <= t - 1)
-                nxt, ok = self._step(xy[t - 1, alive], fwd[t - 1], bwd[t - 1], W, H)
+                nxt, ok = self._step(xy[t - 1, alive], fwd[t - 1], bwd[t - 1], fwd_spread[t - 1], W, H)
                 idx = np.flatnonzero(alive)
                 xy[t, idx] = nxt
                 vis[t, idx[ok]] = True
                 self._anchor(gray, xy[t], vis[t], xy, seeds, t)
             new = self._seed(gray[t], xy[t, vis[t]], W, H, len(seeds))
+            new = new[self._can_step(new, fwd_spread[t:t + 1] + bwd_spread[max(t - 1, 0):t])]
             if len(new):
                 block = np.zeros((T, len(new), 2), np.float32)
                 bvis = np.zeros((T, len(new)), bool)
@@ -67,7 +84,7 @@ class ChainedTracks:
                     alive = bvis[s + 1]
                     if not alive.any():
                         break
-                    prev, ok = self._step(block[s + 1, alive], bwd[s], fwd[s], W, H)
+                    prev, ok = self._step(block[s + 1, alive], bwd[s], fwd[s], bwd_spread[s], W, H)
                     idx = np.flatnonzero(alive)
                     block[s, idx] = prev
                     bvis[s, idx[ok]] = True
@@ -77,14 +94,20 @@ class ChainedTracks:
                 seeds = np.concatenate([seeds, np.full(len(new), t)])
         return _fill_invisible(xy, vis), vis, seeds
 
-    def _step(self, pts: np.ndarray, flow: np.ndarray, back: np.ndarray, W: int, H: int):
-        """Move ``pts`` by ``flow``; ok where ``back`` returns them within the threshold and in the image."""
+    def _step(self, pts: np.ndarray, flow: np.ndarray, back: np.ndarray, spread: np.ndarray, W: int, H: int):
+        """Move ``pts`` by ``flow``; ok where ``back`` returns them within the threshold, in the image, and
+        where ``flow`` is smooth around them (``spread``: its local range, see ``_spread``)."""
         f = sample(flow, pts)
         nxt = pts + f
         err = np.linalg.norm(nxt + sample(back, nxt) - pts, axis=1)
         b = self.border
         inside = (nxt[:, 0] >= b) & (nxt[:, 0] <= W - b) & (nxt[:, 1] >= b) & (nxt[:, 1] <= H - b)
-        return nxt, inside & (err < self.fb_thresh + self.fb_rel * np.linalg.norm(f, axis=1))
+        smooth = self._can_step(pts, [spread])
+        return nxt, inside & smooth & (err < self.fb_thresh + self.fb_rel * np.linalg.norm(f, axis=1))
+
+    def _can_step(self, pts: np.ndarray, spreads: list[np.ndarray]) -> np.ndarray:
+        """Points away from motion edges in at least one of the flows ``spreads`` describe."""
+        return np.any([sample(s[..., None], pts)[:, 0] < self.edge_px for s in spreads], 0)
 
     def _anchor(self, gray: list, pos: np.ndarray, alive: np.ndarray, xy: np.ndarray, seeds: np.ndarray, t: int) -> None:
         """Refine ``pos`` (frame t) in place by LK from each track's seed frame, started at the chained position."""
@@ -118,6 +141,13 @@ class ChainedTracks:
         m = 2 * self.border
         keep = (pts[:, 0] > m) & (pts[:, 0] < W - m) & (pts[:, 1] > m) & (pts[:, 1] < H - m)
         return pts[keep].astype(np.float32)
+
+
+def _spread(flow: np.ndarray, win: int) -> np.ndarray:
+    """Per pixel, the larger range (max - min) of the two flow components over the ``win`` x ``win`` window
+    around it: near zero on one moving surface, about the motion difference where two meet."""
+    k = np.ones((win, win), np.uint8)
+    return np.maximum(*(cv2.dilate(c, k) - cv2.erode(c, k) for c in (flow[..., 0], flow[..., 1])))
 
 
 def _fill_invisible(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:

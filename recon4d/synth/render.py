@@ -5,12 +5,16 @@ next to their RGB, and the same ``rasterize`` call composites both, so a pixel's
 mask id always agrees with the colour it shows (occlusion included). The depth
 is the rasterizer's expected depth, i.e. exactly what a fitted scene would render.
 
-The static background is drawn first, one call per tone of each surface (see
-``assets.background``: coplanar discs would otherwise swap their order with the
-view), the tones of a surface mixed by coverage; then the objects over it. Layers
-are composited front over back, which is what one call gives when the later
-Gaussians all sort in front; nothing in the background can occlude an object:
-the ground lies under them and the backdrop behind them.
+The background surfaces (backdrop, ground) are made of coplanar discs whose depth
+order flips with the view (``assets.background``), so their colour cannot come
+from one depth-sorted call: each surface is rendered one tone per call and the
+tones mixed by coverage (order-free). The ground and the objects then share one
+call in which the ground's discs carry, instead of colour, a channel that is 1:
+its composited weight (order-free among the ground's own discs, occluded by an
+object in front, and occluding the object's Gaussian tails that reach below the
+ground) multiplies the ground's mixed colour. The backdrop, behind everything
+(the single depth-sorted pass drew the far ground over its base), goes under
+that call.
 """
 
 from __future__ import annotations
@@ -39,25 +43,23 @@ class Frame:
 
 
 @dataclass
-class _Layer:
-    """Composited premultiplied features, accumulated depth (z times alpha) and alpha, each ``[C, H, W, ·]``."""
+class _Surface:
+    """A background surface rendered tone by tone and mixed by coverage, each field ``[C, H, W, ·]``.
 
-    features: torch.Tensor
-    z: torch.Tensor
+    The tones are coplanar, so none is in front of another: colours and depths are
+    averaged with the tones' coverages as weights, which no view changes.
+    """
+
+    colour: torch.Tensor  # not premultiplied
     alpha: torch.Tensor
-
-    def over(self, back: _Layer) -> _Layer:
-        """This layer composited in front of ``back``."""
-        t = 1.0 - self.alpha
-        return _Layer(self.features + t * back.features, self.z + t * back.z, self.alpha + t * back.alpha)
+    depth: torch.Tensor
 
     @staticmethod
-    def mix(tones: list[_Layer]) -> _Layer:
-        """Coplanar layers mixed by coverage: none is in front of another, so their colours and depths are
-        averaged with their alphas as weights, under the alpha all of them accumulate together."""
-        alpha = 1.0 - torch.prod(torch.stack([1.0 - t.alpha for t in tones]), 0)
-        scale = alpha / sum(t.alpha for t in tones).clamp(min=1e-10)
-        return _Layer(scale * sum(t.features for t in tones), scale * sum(t.z for t in tones), alpha)
+    def mix(tones: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> _Surface:
+        """From each tone's (premultiplied colour, alpha, expected depth)."""
+        cover = sum(a for _, a, _ in tones).clamp(min=1e-10)
+        alpha = 1.0 - torch.prod(torch.stack([1.0 - a for _, a, _ in tones]), 0)
+        return _Surface(sum(f for f, _, _ in tones) / cover, alpha, sum(a * z for _, a, z in tones) / cover)
 
 
 class SceneRenderer:
@@ -91,41 +93,40 @@ class SceneRenderer:
     def render(self, frame: int, viewmats: np.ndarray, Ks: np.ndarray) -> list[Frame]:
         """Render ``frame`` from cameras ``viewmats [C,4,4]`` with intrinsics ``Ks [C,3,3]``."""
         k = len(self.assets)
-        layers = [self._surface(tones, viewmats, Ks) for tones in self.static]
+        backdrop, ground = (_Surface.mix([self._rasterize(g, g.colours, viewmats, Ks) for g in tones]) for tones in self.static)
+        parts, feats = [], []
+        for g in self.static[1]:  # the ground: black, its weight channel lit
+            parts.append(g)
+            feats.append(np.concatenate([np.zeros((len(g), 3 + k)), np.ones((len(g), 1))], -1))
         if k:
-            layers.append(self._rasterize(*self.objects_at(frame), viewmats, Ks))
-        acc = layers[0]
-        for layer in layers[1:]:
-            acc = layer.over(acc)
-        bg = torch.zeros(3 + k)
-        bg[:3] = torch.tensor(SKY)
-        features = acc.features + (1.0 - acc.alpha) * bg
-        depth = acc.z / acc.alpha.clamp(min=1e-10)
+            g, f = self.objects_at(frame)
+            parts.append(g)
+            feats.append(np.concatenate([f, np.zeros((len(g), 1))], -1))
+        out, alpha, depth = self._rasterize(Gaussians.cat(parts), np.concatenate(feats), viewmats, Ks)
+        behind = backdrop.alpha * backdrop.colour + (1.0 - backdrop.alpha) * torch.tensor(SKY, dtype=out.dtype)
+        rgb = out[..., :3] + out[..., -1:] * ground.colour + (1.0 - alpha) * behind
+        z = alpha * depth + (1.0 - alpha) * backdrop.alpha * backdrop.depth
+        alpha = alpha + (1.0 - alpha) * backdrop.alpha
+        depth = z / alpha.clamp(min=1e-10)
         frames = []
         for c in range(viewmats.shape[0]):
-            f = features[c].numpy()
-            rgb = np.clip(np.round(f[..., :3] * 255.0), 0, 255).astype(np.uint8)
+            f = out[c, ..., 3:3 + k].numpy()
             ids = np.zeros(f.shape[:2], np.uint8)
             if k:
-                best = f[..., 3:].argmax(-1)
-                ids = np.where(f[..., 3:].max(-1) > MASK_THRESHOLD, best + 1, 0).astype(np.uint8)
-            frames.append(Frame(rgb, ids, depth[c, ..., 0].numpy(), acc.alpha[c, ..., 0].numpy()))
+                ids = np.where(f.max(-1) > MASK_THRESHOLD, f.argmax(-1) + 1, 0).astype(np.uint8)
+            image = np.clip(np.round(rgb[c].numpy() * 255.0), 0, 255).astype(np.uint8)
+            frames.append(Frame(image, ids, depth[c, ..., 0].numpy(), alpha[c, ..., 0].numpy()))
         return frames
 
-    def _surface(self, tones: list[Gaussians], viewmats: np.ndarray, Ks: np.ndarray) -> _Layer:
-        """One background surface: a call per tone, no object channel lit, the tones mixed by coverage."""
-        k = len(self.assets)
-        blank = lambda g: np.concatenate([g.colours, np.zeros((len(g), k))], -1)  # noqa: E731
-        return _Layer.mix([self._rasterize(g, blank(g), viewmats, Ks) for g in tones])
-
-    def _rasterize(self, g: Gaussians, feats: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray) -> _Layer:
+    def _rasterize(self, g: Gaussians, feats: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray):
+        """Premultiplied features, alpha and expected depth, each ``[C, H, W, ·]``."""
         f32 = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32)  # noqa: E731
         with torch.no_grad():
             out = rasterize(
                 f32(g.means), f32(g.quats), f32(g.scales), f32(g.opacities), f32(feats),
                 f32(viewmats), f32(Ks), self.scene.width, self.scene.height,
             )
-        return _Layer(out.features, out.depth * out.alpha, out.alpha)
+        return out.features, out.alpha, out.depth
 
     def frames(self, viewmats: np.ndarray, Ks: np.ndarray) -> Iterator[list[Frame]]:
         """Every frame t rendered from ``viewmats[:, t]`` (``[C, T, 4, 4]``), in order."""

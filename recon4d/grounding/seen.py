@@ -83,7 +83,10 @@ def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.nd
     rows = ((np.arange(H) + 0.5) * masks.shape[1] / H).astype(np.int64)
     cols = ((np.arange(W) + 0.5) * masks.shape[2] / W).astype(np.int64)
     centres = np.full((T, 3), np.nan)
-    for t in whole_frames(masks, mask_id, depths):
+    frames = whole_frames(masks, mask_id, depths)
+    if len(frames) < max(2, MIN_WHOLE * T):
+        frames = whole_frames(masks, mask_id, depths, behind_ok=True)
+    for t in frames:
         ys, xs = np.nonzero(masks[t][rows][:, cols] == mask_id)
         z = depth[t, ys, xs].astype(np.float64)
         ok = np.isfinite(z) & (z > 0)

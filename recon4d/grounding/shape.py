@@ -64,11 +64,12 @@ BALL_ASPECT = (0.8, 1.06)  # a ball's silhouette is about as tall as wide (round
 CUBE_TALL, CYLINDER_TALL = (0.45, 0.77), (0.81, 1.2)  # height over width bands
 
 
-def whole_frames(masks: np.ndarray, mask_id: int, depths: dict[int, np.ndarray]) -> list[int]:
+def whole_frames(masks: np.ndarray, mask_id: int, depths: dict[int, np.ndarray], behind_ok: bool = False) -> list[int]:
     """Frames in which the object's mask is whole: inside the image and not behind a touching object.
 
     ``depths`` maps mask ids to their camera depth per frame; an id without a
-    depth counts as nearer (it may hide part of the object).
+    depth counts as nearer (it may hide part of the object). ``behind_ok`` keeps
+    the frames where a nearer object touches it (inside the image is all it asks).
     """
     keep = []
     for t in range(len(masks)):
@@ -77,7 +78,7 @@ def whole_frames(masks: np.ndarray, mask_id: int, depths: dict[int, np.ndarray])
             continue
         ring = cv2.dilate(obj.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool) & ~obj
         touching = [int(i) for i in np.unique(masks[t][ring]) if i not in (0, mask_id)]
-        if all(i in depths and depths[i][t] > depths[mask_id][t] for i in touching):
+        if behind_ok or all(i in depths and depths[i][t] > depths[mask_id][t] for i in touching):
             keep.append(t)
     return keep
 

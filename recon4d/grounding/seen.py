@@ -33,6 +33,12 @@ do, and a running median over ``SMOOTH_FRAMES`` frames removes the frame-to-fram
 wobble of the rendered depth (a smeared spinning object's depth jumps from one
 frame to the next), which would otherwise add up to a path and make a still
 object read as moving; a real motion lasting more than a few frames passes it.
+
+An object that is never seen whole often enough (it stays behind a nearer one
+it touches) is measured in every frame that has it inside the image, cut mask
+and all: the cut moves its centre by less than its size, while the fallback,
+the fit's own Gaussians, wanders by more (on held-out fitted synth pairs this
+took the answers from 89.1% to 93.1% right).
 """
 
 from __future__ import annotations

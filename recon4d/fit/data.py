@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from recon4d.fit.cameras import refined_viewmats
+from recon4d.priors.depth import SparseDepth, objects_at_contact_depth
 
 
 class MissingStageError(RuntimeError):
@@ -87,8 +88,11 @@ def load_scene_data(scene: Path, cameras: str = "fitted") -> SceneData:
         raise MissingStageError(f"no frames in {scene / 'frames'}; {how}")
     images = np.stack([cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB) for f in files])
     camera = json.loads(_require(scene / "priors" / "camera.json", how).read_text())
-    depth = np.load(_require(scene / "priors" / "depth.npz", how))["depth"]
+    depth_file = np.load(_require(scene / "priors" / "depth.npz", how))
     masks = np.load(_require(scene / "priors" / "masks.npz", how))["dynamic"]
+    depth = depth_file["depth"]
+    if "provider" in depth_file.files and str(depth_file["provider"]) == SparseDepth.name:  # objects: background's depth
+        depth = objects_at_contact_depth(depth, masks)
     tracks = np.load(_require(scene / "priors" / "tracks.npz", how))
     teachers = {
         f.stem: load_file(str(f))["features"].float()

@@ -12,8 +12,10 @@ triangulated static tracks, so every depth map ends up in the camera's units.
 The fallback (:class:`SparseDepth`) is sparse-to-dense: the camera solve's
 static points, projected into each frame, interpolated over the image. It is
 only as good as the tracks: right at track positions, smooth in between, with
-no depth edges and object depth borrowed from the ground around them; a
-static camera triangulates nothing and gets a constant depth.
+no depth edges and object depth borrowed from the ground around them (once the
+dynamic masks exist, :func:`objects_at_contact_depth` moves each moving region
+to the near side of its surroundings); a static camera triangulates nothing and
+gets a constant depth.
 """
 
 from __future__ import annotations
@@ -177,6 +179,37 @@ class SparseDepth:
             inv_map = cv2.resize(interpolate(uv, inv, gx, gy).astype(np.float32), (W, H), interpolation=cv2.INTER_LINEAR)
             out[t] = 1.0 / np.maximum(inv_map, 1e-6)
         return out, self.kind
+
+
+CONTACT_RING_PX = 5  # width of the band of static pixels around a moving region that it borrows its depth from
+CONTACT_QUANTILE = 5.0  # percentile of that band's depth taken: its near side, where the object stands
+
+
+def objects_at_contact_depth(depth: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
+    """Fallback depth ``[T,H,W]`` with each moving region set to the depth of the nearest static surface around it.
+
+    Why: the fallback interpolates static tracks, so a moving region takes the
+    depth of whatever surrounds it, the far trees behind a jumping horse as much
+    as the ground under it; the fit then lifts the object as far as the
+    background, where static Gaussians from other frames hide it (on DAVIS
+    horsejump-high the horse's pixels rendered at 13 dB right after
+    initialisation, 21 dB with this). An object stands in front of what is
+    around it and on what is below it, so each connected region of ``dynamic``
+    gets one depth: the near end (``CONTACT_QUANTILE``) of the static depths in
+    a ``CONTACT_RING_PX`` band around it. Flat, like the rest of the fallback.
+    """
+    out = depth.copy()
+    band = np.ones((2 * CONTACT_RING_PX + 1,) * 2, np.uint8)
+    for t in range(len(depth)):
+        count, labels = cv2.connectedComponents(dynamic[t].astype(np.uint8))
+        for region in range(1, count):
+            inside = labels == region
+            ring = cv2.dilate(inside.astype(np.uint8), band).astype(bool) & ~dynamic[t]
+            z = depth[t][ring]
+            z = z[z > 0]
+            if len(z):
+                out[t][inside] = np.percentile(z, CONTACT_QUANTILE)
+    return out
 
 
 def interpolate(uv: np.ndarray, values: np.ndarray, gx: np.ndarray, gy: np.ndarray) -> np.ndarray:

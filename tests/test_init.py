@@ -1,0 +1,51 @@
+"""Initialisation from the priors: node trajectories across short tracks, and object depth for the fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from recon4d.fit.data import SceneData
+from recon4d.fit.init import InitConfig, node_trajectories
+from recon4d.priors.depth import objects_at_contact_depth
+from tests.conftest import requires_compiler
+
+
+@requires_compiler
+def test_node_is_carried_through_frames_its_reference_tracks_do_not_reach():
+    """An object slides right at 2 px a frame in front of a fixed camera, at depth 5. Its first tracks
+    live in frames 0-4, the re-seeded ones in frames 3-9: the node must follow the truth to frame 9."""
+    T, W, H, f, z, speed = 10, 64, 48, 50.0, 5.0, 2.0
+    K = torch.tensor([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1.0]])
+    start = torch.tensor([[20.0 + dx, 20.0 + dy] for dx in range(0, 6, 2) for dy in range(0, 6, 2)])  # 9 points
+    xy = torch.stack([start + torch.tensor([speed * t, 0.0]) for t in range(T)]).repeat(1, 2, 1)  # [T, 18, 2]
+    visible = torch.zeros(T, 18, dtype=torch.bool)
+    visible[:5, :9] = True
+    visible[3:, 9:] = True
+    data = SceneData(
+        images=torch.zeros(T, H, W, 3), K=K, viewmats=torch.eye(4).repeat(T, 1, 1),
+        depth=torch.full((T, H, W), z), dynamic_mask=torch.zeros(T, H, W, dtype=torch.bool),
+        track_xy=xy, track_visible=visible, track_dynamic=torch.ones(18, dtype=torch.bool),
+    )
+    centre = torch.cat([(start.mean(0) - K[:2, 2]) / f * z, torch.tensor([z])])  # the node, at frame 0
+    quats, trans = node_trajectories(data, centre[None], ref=0, cfg=InitConfig())
+    truth = torch.stack([torch.tensor([speed * t / f * z, 0.0, 0.0]) for t in range(T)])
+    assert torch.allclose(trans[:, 0], truth, atol=1e-4), trans[:, 0]
+    assert torch.allclose(quats[:, 0], torch.tensor([1.0, 0, 0, 0]).expand(T, 4), atol=1e-4)
+
+
+def test_moving_region_takes_the_depth_of_the_near_side_around_it():
+    """A ground plane seen from above it: depth grows from 2 at the bottom row to 10 at the top. Each moving
+    region gets one depth, that of the band around it near its lowest edge; nothing else changes."""
+    H, W = 60, 80
+    rows = np.linspace(10.0, 2.0, H, dtype=np.float32)
+    depth = np.repeat(rows[:, None], W, axis=1)[None]
+    dynamic = np.zeros((1, H, W), bool)
+    dynamic[0, 10:20, 10:20] = True  # high in the image: far
+    dynamic[0, 40:50, 50:60] = True  # low: near
+    out = objects_at_contact_depth(depth, dynamic)
+    assert np.array_equal(out[~dynamic], depth[~dynamic])
+    for r0, r1, c0 in ((10, 20, 10), (40, 50, 50)):
+        region = out[0, r0:r1, c0:c0 + 10]
+        below = depth[0, r1 + 4, 0]  # near the outer edge of the 5 px band under the region
+        assert np.ptp(region) == 0 and abs(region[0, 0] - below) < 0.1, (region[0, 0], below)

@@ -67,12 +67,12 @@ class SceneRenderer:
 
     def __init__(self, scene: Scene, detail: float):
         self.scene = scene
-        self.static = background(detail)  # surfaces back to front, each a list of tones
+        self.backdrop, self.ground = background(detail)  # each a list of tones
         self.assets = [object_gaussians(o.shape, COLOURS[o.colour], detail) for o in scene.objects]
 
     @property
     def num_gaussians(self) -> int:
-        return sum(len(g) for tones in self.static for g in tones) + sum(len(a) for a in self.assets)
+        return sum(len(g) for g in self.backdrop + self.ground) + sum(len(a) for a in self.assets)
 
     def objects_at(self, frame: int) -> tuple[Gaussians, np.ndarray]:
         """The objects' Gaussians posed at ``frame`` and their features ``[N, 3 + num_objects]``."""
@@ -93,9 +93,9 @@ class SceneRenderer:
     def render(self, frame: int, viewmats: np.ndarray, Ks: np.ndarray) -> list[Frame]:
         """Render ``frame`` from cameras ``viewmats [C,4,4]`` with intrinsics ``Ks [C,3,3]``."""
         k = len(self.assets)
-        backdrop, ground = (_Surface.mix([self._rasterize(g, g.colours, viewmats, Ks) for g in tones]) for tones in self.static)
+        backdrop, ground = (self._surface(tones, viewmats, Ks) for tones in (self.backdrop, self.ground))
         parts, feats = [], []
-        for g in self.static[1]:  # the ground: black, its weight channel lit
+        for g in self.ground:  # black, its weight channel lit
             parts.append(g)
             feats.append(np.concatenate([np.zeros((len(g), 3 + k)), np.ones((len(g), 1))], -1))
         if k:
@@ -117,6 +117,9 @@ class SceneRenderer:
             image = np.clip(np.round(rgb[c].numpy() * 255.0), 0, 255).astype(np.uint8)
             frames.append(Frame(image, ids, depth[c, ..., 0].numpy(), alpha[c, ..., 0].numpy()))
         return frames
+
+    def _surface(self, tones: list[Gaussians], viewmats: np.ndarray, Ks: np.ndarray) -> _Surface:
+        return _Surface.mix([self._rasterize(g, g.colours, viewmats, Ks) for g in tones])
 
     def _rasterize(self, g: Gaussians, feats: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray):
         """Premultiplied features, alpha and expected depth, each ``[C, H, W, ·]``."""

@@ -16,7 +16,7 @@ from recon4d.fit.data import MissingStageError
 from vqa_bridge.adapters.base import Generation, VisionLanguageAdapter, VisionTokens
 from vqa_bridge.extract import extract_answer
 from vqa_bridge.modalities import SceneInputs, ShortVideoError, sample_indices
-from vqa_bridge.prompts import build_prompt
+from vqa_bridge.prompts import build_prompt, with_cues
 from vqa_bridge.report import ResultLog, write_summary
 from vqa_bridge.vlm4d import Question, load_questions
 
@@ -66,23 +66,35 @@ def run_vlm4d(qa_file: Path, scenes: Path, out: Path, adapter: VisionLanguageAda
             continue
         for modality in dict.fromkeys(m for m, _ in todo):
             try:
-                inputs = scene.build(modality, times)
+                if modality == "geometric":
+                    geo = scene.geometric(q.question, q.choices)
+                else:
+                    inputs = scene.build(modality, times)
+                    cues = scene.cues() if modality == "raw+cues" else None
             except (MissingStageError, ValueError, OSError) as err:
                 outcome.problems.append(f"question {q.id} ({modality}): {err}, skipped")
                 log(outcome.problems[-1])
                 continue
             for mode in (p for m, p in todo if m == modality):
-                results.append(_record(q, modality, mode, times, model_name, settings,
-                                       _answer(adapter, inputs, build_prompt(q.question, q.choices, mode),
-                                               generation.max_new_tokens(mode))))
+                if modality == "geometric":  # the same reply under every prompt mode: a baseline in each group
+                    record = _record(q, modality, mode, times, "geometric answerer", settings,
+                                     f"{geo.answer} ({geo.why})", letter=geo.letter)
+                else:
+                    prompt = build_prompt(q.question, q.choices, mode)
+                    prompt = with_cues(cues, prompt) if cues is not None else prompt
+                    response = _answer(adapter, inputs, prompt, generation.max_new_tokens(mode))
+                    record = _record(q, modality, mode, times, model_name, settings, response,
+                                     extract_answer(response, q.choices))
+                results.append(record)
                 outcome.answered += 1
     outcome.summary = write_summary(out, results.records, settings)
     return outcome
 
 
 def _record(q: Question, modality: str, mode: str, times: list[int], model: str, settings: dict,
-            response: str) -> dict:
-    letter = extract_answer(response, q.choices)
+            response: str, letter: str | None) -> dict:
+    """One JSONL line; ``letter`` is the chosen option: the extractor's for a VLM, the geometric answerer's
+    (None for "cannot tell") for ``geometric``."""
     return {"id": q.id, "scene": q.scene, "question_type": q.question_type, "modality": modality,
             "prompt_mode": mode, "model": model, "frames": times, "response": response,
             "extracted": letter, "answer": q.answer, "correct": letter == q.answer,

@@ -1,10 +1,14 @@
-"""The three inputs the VLM is compared on, built from a fitted scene folder.
+"""The inputs the VLM is compared on, built from a fitted scene folder, and the geometry-only baseline.
 
 ``raw``: the scene's own frames (the 2D video). ``global-video``: the fitted scene
 rendered from DESIGN.md's global camera, RGB. ``feature-field``: the same camera,
 but the rendered latent is pooled to the teacher's token grid and decoded by the
 scene's head for that teacher, so it replaces the VLM's vision encoder output.
-All three use the frames VLM4D samples: ``np.linspace(0, N-1, n)`` rounded.
+``raw+cues``: the raw frames, with the fitted scene's trajectory description
+(``recon4d.grounding``) put in the prompt. All of these use the frames VLM4D
+samples: ``np.linspace(0, N-1, n)`` rounded. ``geometric`` is no VLM input: the
+geometric answerer's reply from the same trajectories, scored in the same table
+so that the VLM columns stand beside what the geometry alone answers.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from torch import Tensor
 
 from vqa_bridge.adapters.base import VisionTokens
 
-MODALITIES = ("raw", "global-video", "feature-field")
+MODALITIES = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
+VLM_MODALITIES = MODALITIES[:4]  # the ones a VLM answers; ``geometric`` is answered from the trajectories
 
 
 class ShortVideoError(ValueError):
@@ -54,6 +59,7 @@ class SceneInputs:
         self.teacher = teacher
         self._frames: Tensor | None = None
         self._fitted = None
+        self._tracks = None
         self._built: dict[tuple[str, tuple[int, ...]], Tensor | VisionTokens] = {}
 
     def frame_count(self) -> int:
@@ -71,6 +77,26 @@ class SceneInputs:
             self._fitted = load_fitted(self.folder)
         return self._fitted
 
+    def tracks(self):
+        """The fitted scene's object trajectories (``recon4d.grounding``), loaded once."""
+        if self._tracks is None:
+            from recon4d.grounding.trajectories import load_tracks
+
+            self._tracks = load_tracks(self.folder)
+        return self._tracks
+
+    def cues(self) -> str:
+        """The trajectory description ``raw+cues`` puts in the prompt."""
+        from recon4d.grounding.describe import describe
+
+        return describe(self.tracks())
+
+    def geometric(self, question: str, choices: dict[str, str]):
+        """The geometric answerer's ``Answer`` (``letter`` None for "cannot tell")."""
+        from recon4d.grounding.answerer import answer_question
+
+        return answer_question({"question": question, "choices": choices}, self.tracks())
+
     def build(self, modality: str, times: list[int]) -> Tensor | VisionTokens:
         """Frames [n,H,W,3] for the video modalities, VisionTokens for the feature field."""
         key = (modality, tuple(times))
@@ -79,10 +105,10 @@ class SceneInputs:
         return self._built[key]
 
     def _build(self, modality: str, times: list[int]) -> Tensor | VisionTokens:
-        if modality == "raw":
+        if modality in ("raw", "raw+cues"):
             return self.frames()[times]
-        if modality not in MODALITIES:
-            raise ValueError(f"unknown modality {modality!r}; choose from {', '.join(MODALITIES)}")
+        if modality not in VLM_MODALITIES:
+            raise ValueError(f"no VLM input for modality {modality!r}; choose from {', '.join(VLM_MODALITIES)}")
         from recon4d.render.cameras import camera_path
         from recon4d.render.video import render_frame
 

@@ -37,3 +37,11 @@ def build_prompt(question: str, choices: Mapping[str, object], mode: str) -> str
     if mode not in TEMPLATES:
         raise ValueError(f"unknown prompt mode {mode!r}; expected one of {sorted(TEMPLATES)}")
     return TEMPLATES[mode].substitute(question=question, optionized_str=optionized_str(choices))
+
+
+CUES_HEADER = "Motion of the objects in this video, measured on its 4D reconstruction:\n"
+
+
+def with_cues(cues: str, prompt: str) -> str:
+    """The ``raw+cues`` prompt: the trajectory description, then VLM4D's prompt unchanged."""
+    return f"{CUES_HEADER}{cues.strip()}\n{prompt}"

@@ -1,5 +1,8 @@
 """The ablation's summary: accuracy per prompt mode x modality beside the reference, as markdown, CSV, PNG.
 
+The markdown also has accuracy per question type, one column per modality,
+``geometric`` (the geometric answerer, no VLM) among them.
+
 Why beside the reference: the point of the ablation is to compare with Feature4X's
 VLM4D DAVIS result (InternVideo2; DESIGN.md), so every row carries the published
 number for the same cell. The accuracies and intervals come from
@@ -19,7 +22,7 @@ from recon4d.io.atomic import atomic_path, write_text
 # Feature4X on the VLM4D DAVIS subset with InternVideo2-Chat-8B, accuracy % (DESIGN.md).
 REFERENCE = {("cot", "raw"): 36.0, ("cot", "global-video"): 32.7, ("cot", "feature-field"): 37.4,
              ("do", "raw"): 24.3, ("do", "global-video"): 23.8, ("do", "feature-field"): 29.0}
-MODALITY_ORDER = ("raw", "global-video", "feature-field")
+MODALITY_ORDER = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
 MODE_ORDER = ("cot", "do")
 COLUMNS = ("prompt_mode", "modality", "n", "accuracy_pct", "ci_low_pct", "ci_high_pct", "reference_pct")
 
@@ -47,6 +50,25 @@ def markdown(rows: list[dict], header: str) -> str:
               f"{r['ci_low_pct']:.1f}–{r['ci_high_pct']:.1f} | "
               f"{'' if r['reference_pct'] is None else format(r['reference_pct'], '.1f')} |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def by_type_markdown(records: list[dict]) -> str:
+    """Accuracy % (n) per question type, one table per prompt mode, one column per modality."""
+    from vqa_bridge.report import summary_rows
+
+    cells = {(r["prompt_mode"], r["question_type"], r["modality"]): r
+             for r in summary_rows(records) if r["question_type"] != "all"}
+    parts = []
+    for mode in [m for m in MODE_ORDER if any(k[0] == m for k in cells)]:
+        modalities = [m for m in MODALITY_ORDER if any(k[0] == mode and k[2] == m for k in cells)]
+        lines = [f"### {mode}: accuracy % (n) by question type", "",
+                 "| question type | " + " | ".join(modalities) + " |", "|---|" + "---:|" * len(modalities)]
+        for qtype in sorted({k[1] for k in cells if k[0] == mode}):
+            row = [cells.get((mode, qtype, m)) for m in modalities]
+            lines.append(f"| {qtype} | " + " | ".join("" if r is None else f"{100 * r['accuracy']:.1f} ({r['n']})"
+                                                      for r in row) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
 
 
 def bar_chart(rows: list[dict], path: Path, title: str) -> Path:
@@ -90,7 +112,7 @@ def write_ablation(folder: Path, records: list[dict], header: str) -> dict[str, 
     """``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``folder`` (beside results.jsonl)."""
     rows = ablation_rows(records)
     folder = Path(folder)
-    write_text(folder / "ablation.md", markdown(rows, header))
+    write_text(folder / "ablation.md", markdown(rows, header) + "\n" + by_type_markdown(records))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS)
     writer.writeheader()

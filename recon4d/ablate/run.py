@@ -29,7 +29,7 @@ class AblationPlan:
     batch: BatchOptions
     model: str = "tiny"
     model_path: str | None = None
-    modalities: tuple[str, ...] = ("raw", "global-video", "feature-field")
+    modalities: tuple[str, ...] = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
     prompt_modes: tuple[str, ...] = ("cot", "do")
     n_frames: int = 8
     max_new_tokens: tuple[int, int] = (512, 16)

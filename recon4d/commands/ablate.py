@@ -31,7 +31,10 @@ class AblateCommand:
     """scenes/ (fits + batch.json) and vqa/ (results.jsonl, summary.*, ablation.*)."""
     model: Literal["tiny", "qwen2.5-vl", "internvideo2"] = "tiny"
     model_path: str | None = None
-    modalities: tuple[Literal["raw", "global-video", "feature-field"], ...] = ("raw", "global-video", "feature-field")
+    modalities: tuple[Literal["raw", "global-video", "feature-field", "raw+cues", "geometric"], ...] = (
+        "raw", "global-video", "feature-field", "raw+cues", "geometric")
+    """`raw+cues`: raw frames with the fitted trajectories described in the prompt; `geometric`: the geometric
+    answerer's reply (no VLM), scored beside the others."""
     prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")
     n_frames: int = 8
     max_new_tokens_cot: int = 512

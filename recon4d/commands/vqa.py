@@ -99,7 +99,10 @@ class RunConfig:
     """Folder of fitted scene folders, one per video (DAVIS sequence name or synth scene id)."""
     out: Path
     """Output folder: results.jsonl (resumable), summary.md, summary.csv."""
-    modalities: tuple[Literal["raw", "global-video", "feature-field"], ...] = ("raw", "global-video", "feature-field")
+    modalities: tuple[Literal["raw", "global-video", "feature-field", "raw+cues", "geometric"], ...] = (
+        "raw", "global-video", "feature-field", "raw+cues", "geometric")
+    """`raw+cues`: raw frames with the fitted trajectories described in the prompt; `geometric`: the geometric
+    answerer's reply (no VLM), scored beside the others."""
     prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")
     """Prompt modes: chain of thought and direct output, verbatim as VLM4D."""
     model: Model = "tiny"

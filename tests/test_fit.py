@@ -32,8 +32,8 @@ def test_fit_meets_targets_on_synthetic_scene(fitted_left_scene):
 
 
 def _short_config(backend: str = "auto") -> FitConfig:
-    cfg = FitConfig(steps=StageSteps(static=6, cameras=1, scaffold=6, joint=10, features=0), checkpoint_every=4,
-                    backend=backend)
+    steps = StageSteps(static=6, scaffold=6, joint=10, cameras=1, settle=2, features=0)
+    cfg = FitConfig(steps=steps, checkpoint_every=4, backend=backend)
     cfg.densify.enabled = False
     cfg.init.static_stride = 6  # a few thousand Gaussians: enough to exercise every stage
     return cfg
@@ -120,8 +120,9 @@ def test_camera_refinement_pulls_perturbed_cameras_back(fitted_left_scene, tmp_p
     data, truth = _knocked_cameras(scene)
     before = _rotation_error_deg(data.viewmats, truth)[1:].mean()
 
-    cfg = FitConfig(steps=StageSteps(static=90, scaffold=0, joint=0, cameras=0, features=0), checkpoint_every=1000,
-                    camera_lr=1e-3)  # above the default, so that a short run moves the cameras far
+    steps = StageSteps(static=90, scaffold=0, joint=0, cameras=0, settle=0, features=0)
+    # a camera rate above the default, so that a short run moves the cameras far
+    cfg = FitConfig(steps=steps, checkpoint_every=1000, camera_lr=1e-3)
     cfg.densify.enabled = False
     trainer = fit_scene(data, cfg, tmp_path / "model", log=lambda _: None)
     with torch.no_grad():
@@ -139,8 +140,9 @@ def test_cameras_stage_aligns_each_frame(fitted_left_scene, tmp_path):
     _, scene = fitted_left_scene
     knocked, truth = _knocked_cameras(scene, scale=0.25)
     exact = dataclasses.replace(knocked, viewmats=truth)
-    cfg = FitConfig(steps=StageSteps(static=90, scaffold=0, joint=0, cameras=15, features=0), checkpoint_every=1000,
-                    camera_lr=1e-9)  # > 0 so that the cameras stage runs; too small to move anything before it
+    steps = StageSteps(static=90, scaffold=0, joint=0, cameras=15, settle=0, features=0)
+    # a camera rate > 0 so that the cameras stage runs, too small to move anything before it
+    cfg = FitConfig(steps=steps, checkpoint_every=1000, camera_lr=1e-9)
     cfg.densify.enabled = False
     fitted = fit_scene(exact, cfg, tmp_path / "model", log=lambda _: None, stop_after="static")
     assert fitted.stage == "cameras" and fitted.step == 0

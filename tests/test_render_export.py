@@ -238,7 +238,9 @@ def unfinished_scene(fitted_left_scene, tmp_path) -> Path:
 def test_unfinished_fit_names_the_missing_stage(unfinished_scene, command, capsys):
     assert command.main(["--scene", str(unfinished_scene)]) == 2
     err = capsys.readouterr().err
-    assert "stage 'joint'" in err and "joint, features" in err
+    from recon4d.fit.trainer import STAGES
+
+    assert "stage 'joint'" in err and ", ".join(STAGES[STAGES.index("joint"):]) in err and STAGES[-1] == "features"
     assert "recon4d fit --video" in err and "--resume" in err
 
 

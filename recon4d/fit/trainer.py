@@ -5,6 +5,7 @@ Stages, in order (each a number of steps; 0 skips it):
   scaffold  node transforms from track reprojection + ARAP/velocity/acceleration + RGB
   joint     everything geometric and photometric, with densification and pruning
   cameras   each frame's pose correction alone, in turn, against the fitted scene (static pixels)
+  settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
   features  latents and decoder heads distilled from the teachers (geometry frozen)
 
 A checkpoint (scene + optimiser + RNG + stage/step) is written every
@@ -42,7 +43,7 @@ from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene.state import load_scene, save_scene
 
-STAGES = ("static", "scaffold", "joint", "cameras", "features")
+STAGES = ("static", "scaffold", "joint", "cameras", "settle", "features")
 
 
 @dataclass
@@ -52,6 +53,8 @@ class StageSteps:
     """Steps per frame (frame 0 excluded: it holds the world frame); 0 skips the stage."""
     scaffold: int = 150
     joint: int = 900
+    settle: int = 150
+    """Joint steps after the cameras stage, so that the Gaussians sharpen on the aligned cameras."""
     features: int = 400
 
 
@@ -119,6 +122,8 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
         groups = nodes
     elif stage == "joint":
         groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes + cameras
+    elif stage == "settle":
+        groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes
     else:
         groups = [dict(params=[scene.static.latents, scene.scaffold.latents], lr=2e-2),
                   dict(params=list(heads.parameters()), lr=2e-3)]
@@ -266,7 +271,7 @@ class Trainer:
             prior = d.depth[t] * (~mask if masked else torch.ones_like(mask))
             terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])
             self._last_render = out
-        if stage in ("scaffold", "joint") and len(self.scene.dynamic):
+        if stage in ("scaffold", "joint", "settle") and len(self.scene.dynamic):
             positions = self.scene.scaffold.node_positions() / self.extent  # scale-free scaffold terms
             terms["track"] = w.track * self._track_loss(t)
             if not hasattr(self, "_neighbours") or self._neighbours.shape[0] != len(self.scene.scaffold):
@@ -300,8 +305,10 @@ class Trainer:
             return 0
         if stage == "scaffold" and len(self.scene.dynamic) == 0:
             return 0
-        if stage == "cameras":  # frame 0 holds the world frame; camera_lr 0 asks for the priors' cameras
-            return n * (self.data.frames - 1) if self.cfg.camera_lr > 0 else 0
+        if stage in ("cameras", "settle") and self.cfg.camera_lr == 0:  # the priors' cameras are kept: nothing to do
+            return 0
+        if stage == "cameras":  # frame 0 holds the world frame
+            return n * (self.data.frames - 1)
         return n
 
     def run(self, stop_after: str | None = None) -> None:

@@ -60,6 +60,7 @@ class SceneInputs:
         self._frames: Tensor | None = None
         self._fitted = None
         self._tracks = None
+        self._cues: str | None = None
         self._built: dict[tuple[str, tuple[int, ...]], Tensor | VisionTokens] = {}
 
     def frame_count(self) -> int:
@@ -86,10 +87,12 @@ class SceneInputs:
         return self._tracks
 
     def cues(self) -> str:
-        """The trajectory description ``raw+cues`` puts in the prompt."""
-        from recon4d.grounding.describe import describe
+        """The trajectory description ``raw+cues`` puts in the prompt (made once per scene)."""
+        if self._cues is None:
+            from recon4d.grounding.describe import describe
 
-        return describe(self.tracks())
+            self._cues = describe(self.tracks())
+        return self._cues
 
     def geometric(self, question: str, choices: dict[str, str]):
         """The geometric answerer's ``Answer`` (``letter`` None for "cannot tell")."""

@@ -49,10 +49,10 @@ STAGES = ("static", "scaffold", "joint", "cameras", "settle", "features")
 @dataclass
 class StageSteps:
     static: int = 150
-    cameras: int = 15
-    """Steps per frame (frame 0 excluded: it holds the world frame); 0 skips the stage."""
     scaffold: int = 150
     joint: int = 900
+    cameras: int = 15
+    """Steps per frame (frame 0 excluded: it holds the world frame); 0 skips the stage."""
     settle: int = 150
     """Joint steps after the cameras stage, so that the Gaussians sharpen on the aligned cameras."""
     features: int = 400

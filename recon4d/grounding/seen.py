@@ -78,7 +78,7 @@ def rendered_depth(scene, data) -> np.ndarray:
 
 def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.ndarray, depth: np.ndarray,
                  depths: dict[int, np.ndarray]) -> np.ndarray | None:
-    """World centre ``[T, 3]`` of object ``mask_id`` per frame, or None when too few frames show it whole.
+    """World centre ``[T, 3]`` of object ``mask_id`` per frame, or None when too few frames show it.
 
     ``masks`` are the id masks ``[T, Hm, Wm]``; ``K`` the intrinsics at the
     resolution of ``depth`` ``[T, H, W]`` (``rendered_depth``; NaN or <= 0 where

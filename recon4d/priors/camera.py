@@ -12,8 +12,8 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    translating camera starts from an essential matrix chained by PnP resection
    against triangulated tracks (one scale for the whole video).
 3. Field-of-view search: initialisation and a short bundle adjustment per
-   candidate FoV (``fov_range``), keep the lowest robust reprojection cost.
-   When that cost is flat around its minimum (``focal_contrast``) the tracks
+   candidate FoV (``fov_range``), keep the lowest cost: the median reprojection
+   error, plus the median depth-prior residual when there is a prior. When that cost is flat around its minimum (``focal_contrast``) the tracks
    cannot tell focal lengths apart: a camera moving straight ahead (the focal
    cancels out of pure translation) or one fixating a point. The result then
    says ``focal_observed = False`` and a warning asks for ``--fov-deg``.
@@ -26,7 +26,8 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
 5. Optional depth term (when a depth prior exists before the camera, e.g. a
    learned model or user depth): each track's inverse depth is pulled towards
    the prior's, with one scale per frame. It constrains the relief of the scene,
-   not the focal of a camera that only translates.
+   and through it the focal of an orbiting camera (which tracks alone barely
+   observe), not the focal of a camera that only translates.
 
 Why scipy's ``least_squares`` instead of a torch optimiser: bundle adjustment
 is a sparse nonlinear least-squares problem; a trust-region solver with a
@@ -172,7 +173,7 @@ class CameraSolver:
             for fov in np.arange(opt.fov_range[0], opt.fov_range[1] + 1e-6, opt.fov_step):
                 f = fov_to_focal(fov, W)
                 x = self._adjust(prob, start(f), True, rotation, nfev=opt.search_nfev)
-                search[float(fov)] = float(np.median(np.abs(self._residual(x, prob))))
+                search[float(fov)] = self._search_cost(x, prob)
             focal = fov_to_focal(min(search, key=search.get), W)
             observed = _sharp_minimum(search, opt.focal_contrast)
             if not observed:
@@ -194,6 +195,18 @@ class CameraSolver:
         res = self._result(x, prob2, keep, P, usable, motion, info, rotation)
         res.focal_observed = observed
         return res
+
+    def _search_cost(self, x: np.ndarray, prob: _Problem) -> float:
+        """Median reprojection error, plus the median depth-prior residual when there is a prior: an orbit
+        fixating a point reprojects about as well at FoVs 20% apart (tracks alone barely observe its
+        focal), while the relief implied by a wrong focal disagrees with the prior's (on a synth orbit with
+        its true depth as the prior: 0.06 at the true FoV, 0.38 and 1.08 at 10 degrees either side)."""
+        res = np.abs(self._residual(x, prob))
+        M2 = 2 * len(prob.obs_t)
+        cost = float(np.median(res[:M2]))
+        if prob.prior_inv is not None:
+            cost += float(np.median(res[M2:M2 + len(prob.ref)]))
+        return cost
 
     # --- parameters: [focal, rvec(T-1)*3, tvec(T-1)*3, inv_depth(P), log_scale(T-1) with a depth prior] ---
     def _unpack(self, x: np.ndarray, prob: _Problem):

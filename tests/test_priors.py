@@ -16,6 +16,7 @@ from recon4d.priors.camera import CameraOptions, CameraSolver
 from recon4d.priors.depth import DepthAnythingV2, align, interpolate
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow, sample
+from recon4d.priors.masks import merge_user
 from recon4d.priors.report import SynthTruth, camera_errors
 from recon4d.priors.tracks import ChainedTracks
 from recon4d.synth import generate, preset
@@ -233,6 +234,10 @@ def test_depth_anything_loads_local_weights(tmp_path):
                               fusion_hidden_size=16, head_hidden_size=16)
     DepthAnythingForDepthEstimation(cfg).save_pretrained(tmp_path / "da")
     assert not DepthAnythingV2(str(tmp_path / "missing")).available()
+    asked = DepthAnythingV2(str(tmp_path / "missing"), download=True)  # --depth da-v2: the user asked for it
+    assert asked.available()
+    with pytest.raises(FileNotFoundError, match="--depth-model DIR"):
+        asked.load()
     provider = DepthAnythingV2(str(tmp_path / "da"))
     assert provider.available()
     depth, kind = provider.estimate(np.zeros((2, 48, 64, 3), np.uint8), progress=False)
@@ -247,3 +252,30 @@ def test_davis_tracks_stay_on_the_horse(tmp_path):
     xy, vis, seeds = ChainedTracks().compute(frames, fwd, bwd, progress=False)
     stay = mask_stay(load_masks(tmp_path) > 0, xy, vis, seeds)
     assert stay["seeded_inside"] > 50 and stay["stay_within_3px"] >= 0.9 and stay["stay_strict"] >= 0.9
+
+
+def test_user_masks_keep_only_the_detected_regions_that_touch_them():
+    """A detected region attached to an annotated object extends it; one far from every annotation
+    (sky or water flagged by the flow) is dropped."""
+    user = np.zeros((1, 40, 60), bool)
+    user[0, 10:20, 10:20] = True
+    motion = np.zeros_like(user)
+    motion[0, 12:18, 19:26] = True  # overlaps the object and sticks out of it (a tail)
+    motion[0, 30:36, 45:55] = True  # detached: a drifting cloud
+    merged = merge_user(motion, user)
+    assert merged[0, 10:20, 10:20].all() and merged[0, 12:18, 19:26].all()
+    assert not merged[0, 30:36, 45:55].any()
+    assert merged.sum() == (user | (motion & (np.arange(60) < 30))).sum()
+
+
+def test_fit_command_passes_frame_and_prior_options(synth_dir, tmp_path):
+    """`recon4d fit --fov-deg ... --max-frames ...` reaches the preprocessing stage (the fallback-depth and
+    unobservable-focal warnings tell users to pass these flags)."""
+    from recon4d.commands import fit as fit_command
+
+    src = synth_dir / "pan" / "synth_s0"
+    args = ["--video", str(src), "--out", str(tmp_path), "--stop-after", "priors", "--fov-deg", "50",
+            "--max-frames", "12"]
+    assert fit_command.main(args) == 0
+    report = json.loads((tmp_path / src.name / "priors" / "report.json").read_text())
+    assert report["frames"] == 12 and report["fov_deg"] == pytest.approx(50.0)

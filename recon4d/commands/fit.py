@@ -17,7 +17,7 @@ from typing import Literal
 import tyro
 
 from recon4d.commands._args import option_value
-
+from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
 
 
@@ -38,6 +38,8 @@ class FitCommand:
     stop_after: Literal["priors", "static", "scaffold", "joint", "cameras", "settle", "features"] | None = None
     resume: bool = False
     """Continue from the checkpoint in <scene>/model (otherwise an existing model is refitted)."""
+    priors_options: tyro.conf.OmitArgPrefixes[PriorOptions] = field(default_factory=PriorOptions)
+    """Frames and priors (read when the scene folder has none yet): --fov-deg, --depth, --max-frames ..."""
     config: FitConfig = field(default_factory=FitConfig)
 
 
@@ -58,7 +60,7 @@ def main(argv: list[str]) -> int:
         return 2
     name = cmd.name or (cmd.video.stem if cmd.video.is_file() else cmd.video.resolve().name)
     job = FitJob(scene_dir=cmd.out / name, source=cmd.video, config=cmd.config, priors=cmd.priors,
-                 teachers=cmd.teacher, stop_after=cmd.stop_after, resume=cmd.resume)
+                 teachers=cmd.teacher, stop_after=cmd.stop_after, resume=cmd.resume, options=cmd.priors_options)
     if not cmd.resume and (job.scene_dir / "model" / "scene.json").exists() and cmd.stop_after is None:
         job.resume = True  # the folder is a cache: re-running continues (use a new --name to refit)
     try:

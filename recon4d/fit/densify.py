@@ -6,6 +6,8 @@ same rules are applied here to both: accumulate the screen-space gradient of eac
 Gaussian's 2D mean (scaled to NDC as gsplat does), and every ``refine_every`` steps
 duplicate small high-gradient Gaussians, split large ones in two (scales / 1.6, new
 centres sampled from the Gaussian), and prune the nearly transparent or huge ones.
+Under ``max_gaussians`` (per set) growth takes the room left after pruning, highest
+gradients first, so a capped budget still goes where the image is least explained.
 The optimiser is rebuilt afterwards (its moments restart), which the trainer does.
 """
 
@@ -77,10 +79,12 @@ class Densifier:
             max_scale = gs.scales.max(dim=-1).values
             high = avg_grad > cfg.grow_grad2d
             small = max_scale <= cfg.grow_scale3d * self.extent
-            room = cfg.max_gaussians - len(gs)
-            dup = torch.nonzero(high & small).squeeze(1)[: max(room, 0)]
-            split = torch.nonzero(high & ~small).squeeze(1)[: max(room - len(dup), 0)]
             prune = (gs.opacities < cfg.prune_opacity) | (max_scale > cfg.prune_scale3d * self.extent)
+            # at the cap, growth takes the room pruning frees, steepest gradients first (a split adds one)
+            room = max(cfg.max_gaussians - len(gs) + int(prune.sum()), 0)
+            grow = torch.nonzero(high & ~prune).squeeze(1)
+            grow = grow[avg_grad[grow].argsort(descending=True)[:room]]
+            dup, split = grow[small[grow]].sort().values, grow[~small[grow]].sort().values
             prune[split] = True  # a split Gaussian is replaced by its two children
             keep = torch.nonzero(~prune).squeeze(1)
             index = torch.cat([keep, dup, split, split])

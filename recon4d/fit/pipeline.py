@@ -17,6 +17,7 @@ import torch
 
 from recon4d.fit.data import load_scene_data
 from recon4d.fit.losses import psnr
+from recon4d.fit.preprocess import PreprocessConfig, PriorOptions, run_preprocess
 from recon4d.fit.preview import write_preview
 from recon4d.fit.trainer import STAGES, FitConfig, fit_scene
 from recon4d.io.atomic import write_json
@@ -35,6 +36,8 @@ class FitJob:
     teachers: tuple[str, ...] = ()
     stop_after: Stage | None = None
     resume: bool = False
+    options: PriorOptions = field(default_factory=PriorOptions)
+    """Frame and prior options (used when the scene folder has no priors yet)."""
 
 
 def _log_to(scene_dir: Path):
@@ -51,6 +54,9 @@ def _log_to(scene_dir: Path):
 
 def ensure_priors(job: FitJob, log) -> None:
     if (job.scene_dir / "priors" / "camera.json").exists():
+        if job.options != PriorOptions():
+            log(f"priors: {job.scene_dir / 'priors'} exists and is reused; the frame and prior options given "
+                f"apply to a new scene folder only (another --name, or delete priors/)")
         return
     if job.priors == "gt":
         from recon4d.synth.gt_priors import write_gt_priors
@@ -58,9 +64,8 @@ def ensure_priors(job: FitJob, log) -> None:
         log(f"priors: exact ground truth from {job.source}")
         write_gt_priors(job.source, job.scene_dir)
         return
-    from recon4d.fit.preprocess import run_preprocess  # the preprocessing stage (issue 5)
-
-    run_preprocess(job.source, job.scene_dir, log=log)
+    cfg = PreprocessConfig(video=job.source, **dataclasses.asdict(job.options))
+    run_preprocess(cfg, job.scene_dir, log=log)
 
 
 def ensure_teachers(job: FitJob, log) -> None:

@@ -45,15 +45,9 @@ from recon4d.priors.tracks import ChainedTracks
 
 
 @dataclass
-class PreprocessConfig:
-    """Frames and priors for one video."""
+class PriorOptions:
+    """How frames are read and priors made: the options ``recon4d fit`` passes through (``--fov-deg`` ...)."""
 
-    video: Path
-    """Input: a video file (mp4/mov/avi/webm), an image folder, a DAVIS sequence or a `recon4d synth` scene."""
-    out: Path = Path("out")
-    """Output root; the scene folder is <out>/<name>/."""
-    name: str | None = None
-    """Scene folder name (default: the input's name; for a synth scene its scene id)."""
     stride: int = 1
     """Keep every stride-th frame."""
     start: int = 0
@@ -69,10 +63,11 @@ class PreprocessConfig:
     masks: Path | None = None
     """Folder of user masks (PNG, one per source frame); default: DAVIS Annotations/ when present."""
     depth: str = "auto"
-    """Depth provider: auto (Depth Anything V2 if its weights are local, else fallback), da-v2, fallback,
+    """Depth provider: auto (Depth Anything V2 if its weights are local, else fallback), da-v2 (Depth Anything
+    V2, downloaded from the hub if not local), fallback,
     gt (synth scenes, ablations only), or a folder of depth files (npy / 16-bit png in mm / exr)."""
     depth_model: str = "depth-anything/Depth-Anything-V2-Small-hf"
-    """Depth Anything V2: a local directory or a hub id already in the local HF cache (never downloaded)."""
+    """Depth Anything V2: a local directory or a hub id (in the local HF cache; downloaded only with --depth da-v2)."""
     camera: Literal["solve", "gt"] = "solve"
     """Camera: solve (bundle adjustment) or gt (synth scenes, ablations of later stages)."""
     fov_deg: float | None = None
@@ -81,6 +76,18 @@ class PreprocessConfig:
     """Seed grid spacing of the tracks in pixels (0: long side / 60, at least 4)."""
     max_tracks: int = 6000
     """Upper bound on the number of tracks."""
+
+
+@dataclass(kw_only=True)
+class PreprocessConfig(PriorOptions):
+    """Frames and priors for one video."""
+
+    video: Path
+    """Input: a video file (mp4/mov/avi/webm), an image folder, a DAVIS sequence or a `recon4d synth` scene."""
+    out: Path = Path("out")
+    """Output root; the scene folder is <out>/<name>/."""
+    name: str | None = None
+    """Scene folder name (default: the input's name; for a synth scene its scene id)."""
     progress: bool = True
     """Progress bars."""
 
@@ -209,7 +216,8 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
         dynamic, resid = masker.compute(fwd, bwd, cam.K, cam.viewmats, max_inverse_depth(points, cam.viewmats, vis),
                                         depth if trusted else None, (xy, vis, moving), user)
         _save(priors / "masks.npz", compress=True, dynamic=dynamic, residual=np.minimum(resid, 1e4).astype(np.float16))
-        dyn_tracks = track_dynamic(dynamic, xy, vis) | moving
+        # a moving-labelled track outside the merged mask is one the user's masks overrule (see merge_user)
+        dyn_tracks = track_dynamic(dynamic, xy, vis) | (moving if user is None else in_user)
         _save(priors / "tracks.npz", xy=xy, visible=vis, dynamic=dyn_tracks, seed_frame=seeds,
               points_world=points.astype(np.float32))
         cache.store("masks", k_mask)
@@ -288,11 +296,12 @@ def _depth_provider(cfg: PreprocessConfig, src: Path, synth: bool):
     if cfg.depth == "fallback":
         return SparseDepth()
     if cfg.depth in ("auto", "da-v2"):
-        da = DepthAnythingV2(cfg.depth_model)
+        # auto never reaches the network; da-v2 is the user asking for the model, so a hub id may download
+        da = DepthAnythingV2(cfg.depth_model, download=cfg.depth == "da-v2")
         if da.available():
             return da
         if cfg.depth == "da-v2":
-            raise FileNotFoundError(f"Depth Anything V2 weights not found locally at {cfg.depth_model!r}")
+            raise FileNotFoundError(f"Depth Anything V2: {cfg.depth_model!r} is not a directory with a config.json")
         return SparseDepth()
     if Path(cfg.depth).is_dir():
         return UserDepth(cfg.depth)

@@ -44,6 +44,7 @@ from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene.state import load_scene, save_scene
 
 STAGES = ("static", "scaffold", "joint", "cameras", "settle", "features")
+MEANS_FINAL_LR = 0.01  # the Gaussian positions' rate at the end of a stage, relative to its start
 
 
 @dataclass
@@ -106,8 +107,8 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
     def gaussians(gs, with_pos=True):
         groups = [dict(params=[gs.log_scales], lr=5e-3), dict(params=[gs.quats], lr=1e-3),
                   dict(params=[gs.opacity_logits], lr=5e-2), dict(params=[gs.color_logits], lr=1e-2)]
-        if with_pos:
-            groups.append(dict(params=[gs.means], lr=1.6e-4 * extent))
+        if with_pos:  # decayed over the stage (MEANS_FINAL_LR), as gsplat decays it over its run
+            groups.append(dict(params=[gs.means], lr=1.6e-4 * extent, decays=True))
         return groups
 
     nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3),
@@ -129,6 +130,7 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
                   dict(params=list(heads.parameters()), lr=2e-3)]
     for g in groups:
         g["lr"] *= lr
+        g["initial_lr"] = g["lr"]
     return [g for g in groups if any(p.numel() for p in g["params"])]
 
 
@@ -363,6 +365,7 @@ class Trainer:
             if self.stage == "joint":
                 self._last_render.meta["means2d"].retain_grad()
             loss.backward()
+            self._decay_means_lr(n)
             self.optimizer.step()
             self._check_finite(loss.detach())
         except NonFiniteError as exc:
@@ -377,6 +380,16 @@ class Trainer:
             self.history.append({"stage": self.stage, "step": self.step, "loss": loss.item(), **stats})
         if self.step % self.cfg.checkpoint_every == 0:
             self.save()
+
+    def _decay_means_lr(self, n: int) -> None:
+        """Exponential decay of the Gaussian positions' rate over a stage, to ``MEANS_FINAL_LR`` of its start.
+
+        Why: at a constant rate the positions keep jittering around their optimum from
+        one frame's gradient to the next, and the last steps leave that jitter in the
+        model as blur; gsplat decays the same rate a hundredfold over its run."""
+        for g in self.optimizer.param_groups:
+            if g.get("decays"):
+                g["lr"] = g["initial_lr"] * MEANS_FINAL_LR ** (self.step / max(n, 1))
 
     def _camera_frame(self) -> int:
         """The frame the ``cameras`` stage works on at this step; its state is reset when a new frame starts.

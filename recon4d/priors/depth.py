@@ -32,24 +32,28 @@ from tqdm import tqdm
 FALLBACK_WARNING = (
     "depth: no learned depth model available locally; using the offline fallback (triangulated track depth "
     "interpolated between tracks). Expect coarse depth: correct at tracked points, smooth in between, no sharp "
-    "object edges, constant depth for a static camera. Pass --depth-model DIR with Depth Anything V2 weights "
-    "or --depth PATH with depth files for better depth."
+    "object edges, constant depth for a static camera. Pass --depth-model DIR with Depth Anything V2 weights, "
+    "--depth da-v2 to download them, or --depth PATH with depth files for better depth."
 )
 
 
 @dataclass(frozen=True)
 class DepthAnythingV2:
-    """Depth Anything V2 through ``transformers`` (a local directory, or a hub id already in the HF cache)."""
+    """Depth Anything V2 through ``transformers``: a local directory, or a hub id in the local HF cache;
+    with ``download`` (the user asked for this model: ``--depth da-v2``) a hub id may also be fetched."""
 
     model: str = "depth-anything/Depth-Anything-V2-Small-hf"
+    download: bool = False
     batch: int = 4
     name: str = "depth-anything-v2"
     kind: str = "disparity"
 
     def available(self) -> bool:
-        """True when the weights are on this machine (no download is attempted)."""
+        """True when the weights are on this machine, or may be downloaded (no download is attempted here)."""
         if Path(self.model).is_dir():
             return (Path(self.model) / "config.json").exists()
+        if self.download:
+            return True
         try:
             from huggingface_hub import try_to_load_from_cache
 
@@ -58,12 +62,18 @@ class DepthAnythingV2:
             return False
 
     def load(self):
-        """(processor or None, model) loaded offline; processor is None for a bare config directory."""
+        """(processor or None, model), offline unless ``download``; processor is None for a bare config directory."""
         from transformers import AutoImageProcessor, AutoModelForDepthEstimation
 
-        model = AutoModelForDepthEstimation.from_pretrained(self.model, local_files_only=True).eval()
+        offline = not self.download
         try:
-            proc = AutoImageProcessor.from_pretrained(self.model, local_files_only=True)
+            model = AutoModelForDepthEstimation.from_pretrained(self.model, local_files_only=offline).eval()
+        except OSError as exc:
+            raise FileNotFoundError(f"Depth Anything V2 {self.model!r} could not be loaded "
+                                    f"({'not in the local cache' if offline else 'not local, and not downloadable from the hub'}); "
+                                    "pass --depth-model DIR with downloaded weights") from exc
+        try:
+            proc = AutoImageProcessor.from_pretrained(self.model, local_files_only=offline)
         except OSError:
             proc = None
         return proc, model

@@ -152,3 +152,13 @@ def test_cameras_stage_aligns_each_frame(fitted_left_scene, tmp_path):
         after = _rotation_error_deg(trainer.poses(knocked.viewmats), truth)[1:]
     # 0.2-0.5 deg before; after, every frame within 0.15 deg (the 90-step scene's own precision is ~0.05-0.1)
     assert after.max() < 0.15 and after.mean() < 0.3 * before.mean(), (before, after)
+
+
+def test_preview_says_when_there_is_no_feature_field():
+    from recon4d.fit.preview import feature_pca
+
+    panel = feature_pca(torch.zeros(96, 128, 0))
+    assert panel.shape == (96, 128, 3) and panel.dtype.name == "uint8"
+    assert (panel > 100).any() and (panel > 100).mean() < 0.2  # text on black, not a blank square
+    rgb = feature_pca(torch.randn(96, 128, 8))
+    assert rgb.min() == 0 and rgb.max() == 255

@@ -30,7 +30,7 @@ def feature_pca(latent: Tensor) -> np.ndarray:
     """First three principal components of a [H,W,L] map, each scaled to [0,255] -> uint8 RGB."""
     H, W, L = latent.shape
     if L == 0:
-        return np.zeros((H, W, 3), np.uint8)
+        return _no_features(H, W)
     flat = latent.reshape(-1, L)
     flat = flat - flat.mean(0)
     _, _, v = torch.pca_lowrank(flat, q=min(3, L), center=False)
@@ -39,6 +39,16 @@ def feature_pca(latent: Tensor) -> np.ndarray:
     if proj.shape[1] < 3:
         proj = torch.cat([proj, torch.zeros(len(proj), 3 - proj.shape[1])], 1)
     return (proj.reshape(H, W, 3).numpy() * 255).astype(np.uint8)
+
+
+def _no_features(H: int, W: int) -> np.ndarray:
+    """The feature panel of a fit without teachers: says so, rather than a black square that looks broken."""
+    panel = np.zeros((H, W, 3), np.uint8)
+    scale = max(W / 480, 0.3)
+    for i, line in enumerate(("no feature field:", "fit with --teacher NAME")):
+        cv2.putText(panel, line, (int(10 * scale), int((30 + 28 * i) * scale)), cv2.FONT_HERSHEY_SIMPLEX,
+                    0.6 * scale, (200, 200, 200), max(1, round(scale)), cv2.LINE_AA)
+    return panel
 
 
 def write_preview(path: Path, image: Tensor, rgb: Tensor, depth: Tensor, alpha: Tensor, latent: Tensor) -> Path:

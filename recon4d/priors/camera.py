@@ -13,8 +13,9 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    against triangulated tracks (one scale for the whole video).
 3. Field-of-view search: initialisation and a short bundle adjustment per
    candidate FoV (``fov_range``), keep the lowest cost: the median reprojection
-   error, plus the median depth-prior residual when there is a prior. When that cost is flat around its minimum (``focal_contrast``) the tracks
-   cannot tell focal lengths apart: a camera moving straight ahead (the focal
+   error, plus the median depth-prior residual when there is a prior. When that
+   cost is flat around its minimum (``focal_contrast``) the tracks cannot tell
+   focal lengths apart: a camera moving straight ahead (the focal
    cancels out of pure translation) or one fixating a point. The result then
    says ``focal_observed = False`` and a warning asks for ``--fov-deg``.
 4. Joint refinement of poses, focal and points (inverse depth along the ray of

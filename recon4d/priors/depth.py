@@ -69,8 +69,8 @@ class DepthAnythingV2:
         try:
             model = AutoModelForDepthEstimation.from_pretrained(self.model, local_files_only=offline).eval()
         except OSError as exc:
-            raise FileNotFoundError(f"Depth Anything V2 {self.model!r} could not be loaded "
-                                    f"({'not in the local cache' if offline else 'not local, and not downloadable from the hub'}); "
+            why = "not in the local cache" if offline else "not local, and not downloadable from the hub"
+            raise FileNotFoundError(f"Depth Anything V2 {self.model!r} could not be loaded ({why}); "
                                     "pass --depth-model DIR with downloaded weights") from exc
         try:
             proc = AutoImageProcessor.from_pretrained(self.model, local_files_only=offline)

@@ -24,6 +24,7 @@ import pytest
 from recon4d.batch.inputs import discover
 from recon4d.batch.manifest import Manifest, fit_complete
 from recon4d.batch.runner import BatchOptions, run_batch
+from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.presets import load_preset
 
 os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
@@ -77,11 +78,14 @@ def test_failure_is_recorded_and_rerun_completes_only_the_missing_scene(sources,
     original = video.read_bytes()
     video.write_bytes(original[: len(original) // 3][::-1])  # scrambled: no container header left
     out = tmp_path / "out"
-    opts = BatchOptions(out=out, config=fast_config(), priors="auto", retries=1, gpus_per_scene=0)
+    opts = BatchOptions(out=out, config=fast_config(), priors="auto", retries=1, gpus_per_scene=0,
+                        prior_options=PriorOptions(max_frames=12))
 
     first = run_batch(discover(videos), opts)
     on_disk = Manifest.load(out)
     assert [on_disk.scenes[n].status for n in names] == ["done", "done", "failed"]
+    for name in good:  # the frame options reach every worker's preprocessing
+        assert len(json.loads((out / name / "frames.json").read_text())["indices"]) == 12
     assert on_disk.scenes == first.scenes
     failed = on_disk.scenes[bad]
     assert failed.error.startswith("IngestError") and str(video) in failed.error

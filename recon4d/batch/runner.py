@@ -28,6 +28,7 @@ class BatchOptions:
     out: Path
     config: object  # FitConfig, passed through to every worker
     priors: str = "auto"
+    prior_options: object = None  # recon4d.fit.preprocess.PriorOptions; None: the defaults
     teachers: tuple[str, ...] = ()
     retries: int = 2
     """Ray task retries after the first attempt (exceptions and worker crashes alike)."""
@@ -134,7 +135,7 @@ def run_batch(specs: list[SceneSpec], opts: BatchOptions, progress_every: float 
             rec.status, rec.error, rec.started, rec.finished = "queued", None, None, None
             task = FitTask(scene_dir=out / spec.name, source=spec.source, config=opts.config,
                            priors=opts.priors, teachers=tuple(opts.teachers), run_id=run_id, vlm=opts.vlm,
-                           vlm_path=opts.vlm_path)
+                           vlm_path=opts.vlm_path, prior_options=opts.prior_options)
             refs[remote.options(name=f"fit {spec.name}", num_cpus=opts.cpus_per_scene, num_gpus=gpus,
                                 max_retries=opts.retries, retry_exceptions=True).remote(task)] = spec.name
         manifest.save()

@@ -50,6 +50,7 @@ class FitTask:
     vlm: str | None = None
     """Also distil this VLM's vision encoder (vqa_bridge adapter name, e.g. tiny, internvideo2)."""
     vlm_path: str | None = None
+    prior_options: object = None  # recon4d.fit.preprocess.PriorOptions; None: the defaults
 
 
 def read_lock(scene_dir: Path) -> dict:
@@ -120,17 +121,21 @@ def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> s
 def fit_scene_task(task: FitTask) -> dict:
     """Fit one scene (resuming from its folder); return what the manifest records, or raise SceneFailedError."""
     from recon4d.fit.pipeline import FitJob, run_fit
+    from recon4d.fit.preprocess import PriorOptions
 
     scene_dir = Path(task.scene_dir)
     started = time.perf_counter()
     with SceneLock(scene_dir, task.run_id) as lock:
         _append_log(scene_dir, f"batch: run {task.run_id} attempt {lock.attempt} on {socket.gethostname()} "
                                f"pid {os.getpid()}")
+        options = task.prior_options if task.prior_options is not None else PriorOptions()
         job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task.config, priors=task.priors,
-                     teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists())
+                     teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists(),
+                     options=options)
         try:
             if task.vlm:
-                run_fit(FitJob(scene_dir=scene_dir, source=job.source, priors=task.priors, stop_after="priors"))
+                run_fit(FitJob(scene_dir=scene_dir, source=job.source, priors=task.priors, stop_after="priors",
+                               options=options))
                 ensure_vlm_teacher(scene_dir, task.vlm, task.vlm_path)
             metrics = run_fit(job)
         except Exception as exc:  # noqa: BLE001 - any failure of a scene is reported, never lost

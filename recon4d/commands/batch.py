@@ -18,6 +18,7 @@ from typing import Literal
 import tyro
 
 from recon4d.commands._args import option_value
+from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
 
 
@@ -46,6 +47,8 @@ class BatchCommand:
     """Also distil this VLM's vision encoder in every scene (what the feature-field VQA needs)."""
     vlm_path: str | None = None
     """Local checkpoint directory (or hub id) of --vlm, for the real models."""
+    priors_options: tyro.conf.OmitArgPrefixes[PriorOptions] = field(default_factory=PriorOptions)
+    """Frames and priors of every scene, as in `recon4d fit`: --max-frames, --long-side, --depth-model ..."""
     config: FitConfig = field(default_factory=FitConfig)
 
 
@@ -72,7 +75,8 @@ def main(argv: list[str]) -> int:
         return 2
     opts = BatchOptions(out=cmd.out, config=cmd.config, priors=cmd.priors, teachers=cmd.teacher,
                         retries=cmd.retries, gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
-                        ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, vlm=cmd.vlm, vlm_path=cmd.vlm_path)
+                        ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, vlm=cmd.vlm, vlm_path=cmd.vlm_path,
+                        prior_options=cmd.priors_options)
     manifest = run_batch(specs, opts)
     failed = [name for name in (s.name for s in specs) if manifest.scenes[name].status != "done"]
     return 1 if failed else 0

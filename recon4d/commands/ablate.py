@@ -18,6 +18,7 @@ from typing import Literal
 import tyro
 
 from recon4d.commands._args import option_value
+from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
 
 
@@ -47,6 +48,8 @@ class AblateCommand:
     gpus_per_scene: float | None = None
     cpus_per_scene: float = 1.0
     retries: int = 2
+    priors_options: tyro.conf.OmitArgPrefixes[PriorOptions] = field(default_factory=PriorOptions)
+    """Frames and priors of every scene, as in `recon4d fit`: --max-frames, --long-side, --depth-model ..."""
     config: FitConfig = field(default_factory=FitConfig)
 
 
@@ -72,7 +75,7 @@ def main(argv: list[str]) -> int:
         return 2
     batch = BatchOptions(out=cmd.out / "scenes", config=cmd.config, priors=cmd.priors, retries=cmd.retries,
                          gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
-                         ray_address=cmd.ray_address, num_cpus=cmd.num_cpus)
+                         ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, prior_options=cmd.priors_options)
     plan = AblationPlan(qa=cmd.qa, videos=cmd.videos, out=cmd.out, batch=batch, model=cmd.model,
                         model_path=cmd.model_path, modalities=cmd.modalities, prompt_modes=cmd.prompt,
                         n_frames=cmd.n_frames, max_new_tokens=(cmd.max_new_tokens_cot, cmd.max_new_tokens_do))

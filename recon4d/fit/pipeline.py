@@ -62,6 +62,8 @@ def ensure_priors(job: FitJob, log) -> None:
         from recon4d.synth.gt_priors import write_gt_priors
 
         log(f"priors: exact ground truth from {job.source}")
+        if job.options != PriorOptions():
+            log("priors: the frame and prior options do not apply to exact ground-truth priors (all frames)")
         write_gt_priors(job.source, job.scene_dir)
         return
     cfg = PreprocessConfig(video=job.source, **dataclasses.asdict(job.options))

@@ -112,7 +112,7 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
         return groups
 
     nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3),
-             dict(params=[scene.scaffold.node_trans], lr=1e-3 * extent),
+             dict(params=[scene.scaffold.node_offsets], lr=1e-3 * extent),
              dict(params=[scene.binding.correction], lr=1e-2)]
     cameras = [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else []
     if stage == "static":

@@ -2,6 +2,11 @@
 
 A node's transform at frame t maps canonical (reference-frame) world points to frame
 t: ``x_t = R_j(t) x + t_j(t)``, so every node is the identity at the reference frame.
+It is stored about the node's own centre p_j: ``x_t = R_j(t) (x - p_j) + p_j + o_j(t)``,
+with the learned offset ``o_j(t)`` the node's displacement. Why: with the world-origin
+form, a rotation step also swings the node by (rotation) x (its distance from the
+origin, about the scene depth), so every rotation update throws the node sideways and
+the translation has to chase it; about the centre, rotating a node only turns it.
 Dynamic Gaussians bind to their K nearest nodes with weights
 ``exp(-d^2 / 2 sigma^2)`` times ``exp(correction)``, the correction learned, and are
 blended by the fused ``cuda_ext.skin`` kernel (DQB by default).
@@ -19,11 +24,13 @@ from cuda_ext.skin import skin
 
 class MotionScaffold(nn.Module):
     def __init__(self, node_pos: Tensor, node_quats: Tensor, node_trans: Tensor, latent_dim: int = 0):
-        """node_pos [M,3] canonical; node_quats [T,M,4] (w,x,y,z); node_trans [T,M,3]."""
+        """node_pos [M,3] canonical; node_quats [T,M,4] (w,x,y,z); node_trans [T,M,3] world-origin translations."""
         super().__init__()
         self.register_buffer("node_pos", node_pos.float().clone())
         self.node_quats = nn.Parameter(node_quats.float().clone())
-        self.node_trans = nn.Parameter(node_trans.float().clone())
+        with torch.no_grad():
+            offsets = _rotate(F.normalize(self.node_quats, dim=-1), self.node_pos) + node_trans.float() - self.node_pos
+        self.node_offsets = nn.Parameter(offsets)
         self.latents = nn.Parameter(torch.zeros(node_pos.shape[0], latent_dim))
 
     @property
@@ -35,12 +42,12 @@ class MotionScaffold(nn.Module):
 
     def node_positions(self, t: int | None = None) -> Tensor:
         """Node centres moved to frame t ([M,3]) or to every frame ([T,M,3])."""
-        q = F.normalize(self.node_quats if t is None else self.node_quats[t], dim=-1)
-        trans = self.node_trans if t is None else self.node_trans[t]
-        p = self.node_pos.expand(q.shape[:-1] + (3,))
-        w, v = q[..., :1], q[..., 1:]
-        rotated = p + 2 * torch.cross(v, torch.cross(v, p, dim=-1) + w * p, dim=-1)
-        return rotated + trans
+        return self.node_pos + (self.node_offsets if t is None else self.node_offsets[t])
+
+    def translations(self, t: int) -> Tensor:
+        """World-origin translations ``t_j(t)`` [M,3] of frame t (what the skinning kernel takes)."""
+        q = F.normalize(self.node_quats[t], dim=-1)
+        return self.node_pos + self.node_offsets[t] - _rotate(q, self.node_pos)
 
 
 class SkinBinding(nn.Module):
@@ -77,4 +84,11 @@ class SkinBinding(nn.Module):
                mode: str = "dqb") -> tuple[Tensor, Tensor]:
         """Means and rotations of the bound Gaussians at frame t."""
         return skin(canon_means, F.normalize(canon_quats, dim=-1), self.node_ids, self.weights(),
-                    scaffold.node_quats[t], scaffold.node_trans[t], mode=mode)
+                    scaffold.node_quats[t], scaffold.translations(t), mode=mode)
+
+
+def _rotate(q: Tensor, p: Tensor) -> Tensor:
+    """Points ``p [..., 3]`` rotated by unit quaternions ``q [..., 4]`` (w, x, y, z), broadcasting."""
+    p = p.expand(q.shape[:-1] + (3,))
+    w, v = q[..., :1], q[..., 1:]
+    return p + 2 * torch.cross(v, torch.cross(v, p, dim=-1) + w * p, dim=-1)

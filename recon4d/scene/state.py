@@ -58,7 +58,7 @@ def load_scene(folder: Path) -> tuple[DynamicScene, nn.ModuleDict, dict[str, Any
 
     folder = Path(folder)
     meta = json.loads((folder / "scene.json").read_text())
-    tensors = load_file(str(folder / "scene.safetensors"))
+    tensors = _upgrade(load_file(str(folder / "scene.safetensors")))
     scene = _skeleton()
     load_resized(scene, {k[6:]: v for k, v in tensors.items() if k.startswith("scene.")})
     scene.skin_mode = meta.get("skin_mode", "dqb")
@@ -66,3 +66,13 @@ def load_scene(folder: Path) -> tuple[DynamicScene, nn.ModuleDict, dict[str, Any
     heads = nn.ModuleDict({name: FeatureHead(l, c, h) for name, (l, c, h) in meta.get("heads", {}).items()})
     heads.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("heads.")})
     return scene, heads, meta
+
+
+def _upgrade(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Scenes saved before the scaffold stored node offsets about each node's centre kept world-origin
+    translations (``scaffold.node_trans``): convert them, so older fits still load."""
+    old = tensors.pop("scene.scaffold.node_trans", None)
+    if old is not None:
+        legacy = MotionScaffold(tensors["scene.scaffold.node_pos"], tensors["scene.scaffold.node_quats"], old)
+        tensors["scene.scaffold.node_offsets"] = legacy.node_offsets.detach()
+    return tensors

@@ -1,0 +1,60 @@
+"""The motion scaffold's transforms: stored about each node's centre, read in the world-origin form."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from recon4d.render.projection import quat_to_rotmat
+from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
+from recon4d.scene.scaffold import SkinBinding
+from recon4d.scene.state import load_scene, save_scene
+
+
+def _world_form(T: int = 3, M: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    pos = torch.randn(M, 3, generator=g) * 4 + torch.tensor([0.0, 0.0, 10.0])  # far from the origin
+    quats = F.normalize(torch.randn(T, M, 4, generator=g), dim=-1)
+    trans = torch.randn(T, M, 3, generator=g)
+    return pos, quats, trans
+
+
+def test_world_translations_round_trip_and_positions():
+    pos, quats, trans = _world_form()
+    scaffold = MotionScaffold(pos, quats, trans)
+    rot = quat_to_rotmat(quats.reshape(-1, 4)).reshape(*quats.shape[:2], 3, 3)
+    expected = torch.einsum("tmij,mj->tmi", rot, pos) + trans
+    torch.testing.assert_close(scaffold.node_positions(), expected, atol=1e-5, rtol=1e-5)
+    for t in range(quats.shape[0]):
+        torch.testing.assert_close(scaffold.translations(t), trans[t], atol=1e-5, rtol=1e-5)
+
+
+def test_turning_a_node_does_not_move_it():
+    """The point of the centred form: a rotation update leaves the node where it is (in the world-origin
+    form the same update would swing it by angle x distance from the origin, ~10 units here)."""
+    pos, quats, trans = _world_form()
+    scaffold = MotionScaffold(pos, quats, trans)
+    before = scaffold.node_positions(1).detach().clone()
+    with torch.no_grad():
+        scaffold.node_quats[1] = F.normalize(scaffold.node_quats[1] + 0.3, dim=-1)
+    torch.testing.assert_close(scaffold.node_positions(1), before)
+    assert (scaffold.translations(1) - trans[1]).norm(dim=-1).min() > 0.1  # the world translation did change
+
+
+def test_scene_saved_with_world_translations_still_loads(tmp_path):
+    pos, quats, trans = _world_form()
+    empty = torch.zeros(0, 3)
+    gs = lambda: GaussianSet(empty, empty, empty, torch.zeros(0))  # noqa: E731
+    scaffold = MotionScaffold(pos, quats, trans)
+    binding = SkinBinding(torch.zeros(0, 1, dtype=torch.int32), torch.zeros(0, 1))
+    save_scene(tmp_path, DynamicScene(gs(), gs(), scaffold, binding), nn.ModuleDict(), {})
+    # rewrite the file the way older versions stored the scaffold
+    tensors = load_file(str(tmp_path / "scene.safetensors"))
+    del tensors["scene.scaffold.node_offsets"]
+    tensors["scene.scaffold.node_trans"] = trans
+    save_file(tensors, str(tmp_path / "scene.safetensors"))
+    loaded, _, _ = load_scene(tmp_path)
+    torch.testing.assert_close(loaded.scaffold.node_positions(), scaffold.node_positions().detach())
+    torch.testing.assert_close(loaded.scaffold.translations(2), trans[2], atol=1e-5, rtol=1e-5)

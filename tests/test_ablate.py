@@ -42,7 +42,8 @@ def _ablate(videos: Path, qa: Path, out: Path) -> int:
 
     return ablate.main(["--qa", str(qa), "--videos", str(videos), "--out", str(out), "--num-cpus", "2",
                         "--preset", "test", "--priors", "gt", "--config.steps.static", "1",
-                        "--config.steps.scaffold", "0", "--config.steps.joint", "1", "--config.steps.features", "5",
+                        "--config.steps.scaffold", "0", "--config.steps.motion", "0", "--config.steps.joint", "1",
+                        "--config.steps.features", "5",
                         "--max-new-tokens-cot", "8", "--max-new-tokens-do", "4"])
 
 

@@ -128,7 +128,8 @@ def wait_for_unlocked(scene_dirs: list[Path], timeout: float) -> None:
 def _cli(src: Path, out: Path, joint: int) -> list[str]:
     return [sys.executable, "-m", "recon4d.cli", "batch", "--inputs", str(src), "--out", str(out), "--num-cpus",
             "2", "--retries", "0", "--preset", "test", "--priors", "gt", "--config.steps.static", "1",
-            "--config.steps.scaffold", "0", "--config.steps.joint", str(joint), "--config.steps.features", "0"]
+            "--config.steps.scaffold", "0", "--config.steps.motion", "0", "--config.steps.joint", str(joint),
+            "--config.steps.features", "0"]
 
 
 def test_killed_driver_loses_nothing_and_repeats_nothing(sources, tmp_path):

@@ -35,7 +35,7 @@ class FitCommand:
     """gt: exact priors from a `recon4d synth` scene's ground truth (isolates the optimiser)."""
     teacher: tuple[str, ...] = ()
     """Feature teachers to distil (cached in priors/teachers/; built in: patch)."""
-    stop_after: Literal["priors", "static", "scaffold", "joint", "cameras", "settle", "features"] | None = None
+    stop_after: Literal["priors", "static", "scaffold", "motion", "joint", "cameras", "settle", "features"] | None = None
     resume: bool = False
     """Continue from the checkpoint in <scene>/model (otherwise an existing model is refitted)."""
     priors_options: tyro.conf.OmitArgPrefixes[PriorOptions] = field(default_factory=PriorOptions)

@@ -24,7 +24,7 @@ from recon4d.io.atomic import write_json
 from recon4d.render import rasterize
 from recon4d.scene.model import LATENT_START, RGB
 
-Stage = Literal["priors", "static", "scaffold", "joint", "cameras", "settle", "features"]
+Stage = Literal["priors", "static", "scaffold", "motion", "joint", "cameras", "settle", "features"]
 
 
 @dataclass

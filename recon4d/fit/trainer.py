@@ -3,6 +3,7 @@
 Stages, in order (each a number of steps; 0 skips it):
   static    background Gaussians alone, on pixels outside the dynamic masks
   scaffold  node transforms from track reprojection + ARAP/velocity/acceleration + RGB
+  motion    each frame's node transforms alone, in turn, against its dynamic mask (silhouette, colour)
   joint     everything geometric and photometric, with densification and pruning
   cameras   each frame's pose correction alone, in turn, against the fitted scene (static pixels)
   settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from recon4d.fit import losses
+from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
@@ -43,7 +44,7 @@ from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene.state import load_scene, save_scene
 
-STAGES = ("static", "scaffold", "joint", "cameras", "settle", "features")
+STAGES = ("static", "scaffold", "motion", "joint", "cameras", "settle", "features")
 MEANS_FINAL_LR = 0.01  # the Gaussian positions' rate at the end of a stage, relative to its start
 
 
@@ -51,6 +52,8 @@ MEANS_FINAL_LR = 0.01  # the Gaussian positions' rate at the end of a stage, rel
 class StageSteps:
     static: int = 150
     scaffold: int = 150
+    motion: int = 10
+    """Steps per frame (the reference frame excluded) fitting its node transforms to its mask; 0 skips."""
     joint: int = 900
     cameras: int = 15
     """Steps per frame (frame 0 excluded: it holds the world frame); 0 skips the stage."""
@@ -70,6 +73,7 @@ class LossWeights:
     arap: float = 8.0
     velocity: float = 0.0
     acceleration: float = 4.0
+    silhouette: float = 1.0
     feature: float = 1.0
 
 
@@ -121,6 +125,9 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
         groups = [dict(params=[poses.delta], lr=camera_stage_lr)]
     elif stage == "scaffold":
         groups = nodes
+    elif stage == "motion":
+        groups = [dict(params=[scene.scaffold.node_quats], lr=5e-3),
+                  dict(params=[scene.scaffold.node_offsets], lr=5e-3 * extent)]
     elif stage == "joint":
         groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes + cameras
     elif stage == "settle":
@@ -176,6 +183,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(groups, eps=1e-15)
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
+        self._mask_distance = None
 
     # ---- checkpoints --------------------------------------------------------------------
     def save(self, note: str = "") -> None:
@@ -210,8 +218,8 @@ class Trainer:
         """Camera ``t`` with its learned correction, ``[1, 4, 4]``."""
         return self.poses.apply_to(self.data.viewmats[t:t + 1], torch.tensor([t], device=self.device))
 
-    def render(self, t: int, with_latent: bool = False, static_only: bool = False):
-        g = self.scene.at(t, include_dynamic=not static_only)
+    def render(self, t: int, with_latent: bool = False, static_only: bool = False, dynamic_only: bool = False):
+        g = self.scene.at(t, include_static=not dynamic_only, include_dynamic=not static_only)
         feats = g.features if with_latent else g.features[:, :LATENT_START]
         geometry = (g.means, g.quats, g.scales, g.opacities, self.viewmat(t))
         if with_latent:  # feature distillation: geometry and cameras are frozen, so keep them out of the graph
@@ -253,6 +261,8 @@ class Trainer:
         d, w, stage = self.data, self.cfg.weights, self.stage
         image, mask = d.images[t], d.dynamic_mask[t]
         terms: dict[str, Tensor] = {}
+        if stage == "motion":
+            return self._motion_losses(t)
         if stage == "features":
             out = self.render(t, with_latent=True)
             latent = out.features[0, ..., LATENT_START:]
@@ -276,12 +286,7 @@ class Trainer:
         if stage in ("scaffold", "joint", "settle") and len(self.scene.dynamic):
             positions = self.scene.scaffold.node_positions() / self.extent  # scale-free scaffold terms
             terms["track"] = w.track * self._track_loss(t)
-            if not hasattr(self, "_neighbours") or self._neighbours.shape[0] != len(self.scene.scaffold):
-                from cuda_ext.knn import knn
-                k = min(6, len(self.scene.scaffold))
-                idx, _ = knn(self.scene.scaffold.node_pos.contiguous(), self.scene.scaffold.node_pos.contiguous(), k)
-                self._neighbours = idx.long()[:, 1:] if k > 1 else idx.long()
-            terms["arap"] = w.arap * losses.arap_loss(positions, self._neighbours, self.scene.reference_frame)
+            terms["arap"] = w.arap * losses.arap_loss(positions, self._node_neighbours(), self.scene.reference_frame)
             vel, acc = losses.smoothness_loss(positions)
             terms["acc"] = w.acceleration * acc + w.velocity * vel
         total = sum(terms.values())
@@ -289,6 +294,31 @@ class Trainer:
         if stage != "features":
             stats["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
         return total, stats
+
+    def _node_neighbours(self) -> Tensor:
+        """Each node's 5 nearest nodes in the canonical frame (the ARAP pairs), computed once."""
+        if not hasattr(self, "_neighbours") or self._neighbours.shape[0] != len(self.scene.scaffold):
+            from cuda_ext.knn import knn
+            k = min(6, len(self.scene.scaffold))
+            idx, _ = knn(self.scene.scaffold.node_pos.contiguous(), self.scene.scaffold.node_pos.contiguous(), k)
+            self._neighbours = idx.long()[:, 1:] if k > 1 else idx.long()
+        return self._neighbours
+
+    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, float]]:
+        """The ``motion`` stage's terms for frame t (see :mod:`recon4d.fit.motion`); all depend on frame t's
+        node transforms only."""
+        d, w, ref = self.data, self.cfg.weights, self.scene.reference_frame
+        if self._mask_distance is None:
+            self._mask_distance = motion.outside_distance(d.dynamic_mask)
+        out = self.render(t, dynamic_only=True)
+        mask, alpha = d.dynamic_mask[t], out.alpha[0, ..., 0]
+        positions = self.scene.scaffold.node_positions() / self.extent
+        terms = {"silhouette": w.silhouette * motion.silhouette_loss(alpha, mask, self._mask_distance[t]),
+                 "rgb": w.rgb * motion.masked_rgb_loss(out.features[0, ..., RGB], d.images[t], mask),
+                 "track": w.track * self._track_loss(t),
+                 "arap": w.arap * losses.arap_loss(positions[[ref, t]], self._node_neighbours(), 0)}
+        total = sum(terms.values())
+        return total, {k: v.item() for k, v in terms.items()}
 
     def _check_finite(self, loss: Tensor) -> None:
         if not torch.isfinite(loss):
@@ -307,9 +337,11 @@ class Trainer:
             return 0
         if stage == "scaffold" and len(self.scene.dynamic) == 0:
             return 0
+        if stage == "motion" and (len(self.scene.dynamic) == 0 or not self.data.dynamic_mask.any()):
+            return 0
         if stage in ("cameras", "settle") and self.cfg.camera_lr == 0:  # the priors' cameras are kept: nothing to do
             return 0
-        if stage == "cameras":  # frame 0 holds the world frame
+        if stage in ("cameras", "motion"):  # frame 0 holds the world frame; the reference frame the canonical space
             return n * (self.data.frames - 1)
         return n
 
@@ -354,8 +386,10 @@ class Trainer:
         self.stage_seconds[self.stage] = self.stage_seconds.get(self.stage, 0.0) + time.perf_counter() - started
 
     def _step(self, n: int) -> None:
-        if self.stage == "cameras":  # frames in turn, each from a fresh optimiser state (see _camera_frame)
-            t = self._camera_frame()
+        if self.stage == "cameras":  # frames in turn, each from a fresh optimiser state (see _frame_in_turn)
+            t = self._frame_in_turn(self.cfg.steps.cameras, skip=0)
+        elif self.stage == "motion":
+            t = self._frame_in_turn(self.cfg.steps.motion, skip=self.scene.reference_frame)
         else:
             t = self.rng.randrange(self.data.frames)
         self.optimizer.zero_grad(set_to_none=True)
@@ -391,8 +425,9 @@ class Trainer:
             if g.get("decays"):
                 g["lr"] = g["initial_lr"] * MEANS_FINAL_LR ** (self.step / max(n, 1))
 
-    def _camera_frame(self) -> int:
-        """The frame the ``cameras`` stage works on at this step; its state is reset when a new frame starts.
+    def _frame_in_turn(self, per_frame: int, skip: int) -> int:
+        """The frame a per-frame stage (``cameras``, ``motion``) works on at this step, every frame but
+        ``skip`` in order; the optimiser state is reset when a new frame starts.
 
         Why one frame at a time: a training step sees one frame, so with the whole
         ``[T, 6]`` correction in one Adam, each frame's row gets a gradient once
@@ -403,10 +438,10 @@ class Trainer:
         own, and clearing the state between frames makes the rows of the others
         stand still (zero gradient, zero moments: zero update).
         """
-        per_frame = self.cfg.steps.cameras
         if self.step % per_frame == 0:
             self.optimizer.state.clear()
-        return 1 + self.step // per_frame
+        i = self.step // per_frame
+        return i + (i >= skip)
 
     def _rollback(self, reason: str) -> None:
         lr = self.lr * 0.5

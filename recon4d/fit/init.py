@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from cuda_ext.knn import knn
+from cuda_ext.reference.skin import quat_rotate
 from recon4d.fit.data import SceneData
-from recon4d.render.projection import quat_to_rotmat
 from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
 from recon4d.scene.scaffold import SkinBinding
 
@@ -171,7 +171,7 @@ def _chain_unsolved(data: SceneData, nodes: Tensor, quats: Tensor, trans: Tensor
             prev = t - step
             todo = ~solved[t]
             if todo.any():
-                pos_prev = (torch.einsum("mij,mj->mi", quat_to_rotmat(quats[prev]), nodes) + trans[prev])[todo]
+                pos_prev = (quat_rotate(quats[prev], nodes) + trans[prev])[todo]
                 quats[t, todo], trans[t, todo] = quats[prev, todo], trans[prev, todo]
                 both = torch.nonzero(dynamic & data.track_visible[prev] & data.track_visible[t]).squeeze(1)
                 if len(both) >= 3:

@@ -158,6 +158,7 @@ class Trainer:
         self.stage_seconds: dict[str, float] = {}
         self.rng = random.Random(cfg.seed)
         torch.manual_seed(cfg.seed)
+        self._mask_distance: Tensor | None = None  # the masks' distance maps, made once when the motion stage needs them
 
     # ---- set-up -------------------------------------------------------------------------
     def initialise(self) -> None:
@@ -183,7 +184,6 @@ class Trainer:
         self.optimizer = torch.optim.Adam(groups, eps=1e-15)
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
-        self._mask_distance = None
 
     # ---- checkpoints --------------------------------------------------------------------
     def save(self, note: str = "") -> None:
@@ -312,11 +312,11 @@ class Trainer:
             self._mask_distance = motion.outside_distance(d.dynamic_mask)
         out = self.render(t, dynamic_only=True)
         mask, alpha = d.dynamic_mask[t], out.alpha[0, ..., 0]
-        positions = self.scene.scaffold.node_positions() / self.extent
+        positions = torch.stack([self.scene.scaffold.node_positions(f) for f in (ref, t)]) / self.extent
         terms = {"silhouette": w.silhouette * motion.silhouette_loss(alpha, mask, self._mask_distance[t]),
                  "rgb": w.rgb * motion.masked_rgb_loss(out.features[0, ..., RGB], d.images[t], mask),
                  "track": w.track * self._track_loss(t),
-                 "arap": w.arap * losses.arap_loss(positions[[ref, t]], self._node_neighbours(), 0)}
+                 "arap": w.arap * losses.arap_loss(positions, self._node_neighbours(), 0)}
         total = sum(terms.values())
         return total, {k: v.item() for k, v in terms.items()}
 
@@ -434,7 +434,7 @@ class Trainer:
         every T steps and is otherwise carried by stale momentum; in the static and
         joint stages that leaves a frame a dozen real updates (blackswan: 0.4 px
         solved cameras, yet single frames 2-3 dB below their neighbours from pose
-        jitter). Here each frame gets ``steps.cameras`` consecutive updates of its
+        jitter). Here each frame gets ``per_frame`` consecutive updates of its
         own, and clearing the state between frames makes the rows of the others
         stand still (zero gradient, zero moments: zero update).
         """

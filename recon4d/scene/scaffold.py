@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from cuda_ext.knn import knn
+from cuda_ext.reference.skin import quat_rotate
 from cuda_ext.skin import skin
 
 
@@ -29,7 +30,7 @@ class MotionScaffold(nn.Module):
         self.register_buffer("node_pos", node_pos.float().clone())
         self.node_quats = nn.Parameter(node_quats.float().clone())
         with torch.no_grad():
-            offsets = _rotate(F.normalize(self.node_quats, dim=-1), self.node_pos) + node_trans.float() - self.node_pos
+            offsets = quat_rotate(F.normalize(self.node_quats, dim=-1), self.node_pos) + node_trans.float() - self.node_pos
         self.node_offsets = nn.Parameter(offsets)
         self.latents = nn.Parameter(torch.zeros(node_pos.shape[0], latent_dim))
 
@@ -47,7 +48,7 @@ class MotionScaffold(nn.Module):
     def translations(self, t: int) -> Tensor:
         """World-origin translations ``t_j(t)`` [M,3] of frame t (what the skinning kernel takes)."""
         q = F.normalize(self.node_quats[t], dim=-1)
-        return self.node_pos + self.node_offsets[t] - _rotate(q, self.node_pos)
+        return self.node_pos + self.node_offsets[t] - quat_rotate(q, self.node_pos)
 
 
 class SkinBinding(nn.Module):
@@ -85,10 +86,3 @@ class SkinBinding(nn.Module):
         """Means and rotations of the bound Gaussians at frame t."""
         return skin(canon_means, F.normalize(canon_quats, dim=-1), self.node_ids, self.weights(),
                     scaffold.node_quats[t], scaffold.translations(t), mode=mode)
-
-
-def _rotate(q: Tensor, p: Tensor) -> Tensor:
-    """Points ``p [..., 3]`` rotated by unit quaternions ``q [..., 4]`` (w, x, y, z), broadcasting."""
-    p = p.expand(q.shape[:-1] + (3,))
-    w, v = q[..., :1], q[..., 1:]
-    return p + 2 * torch.cross(v, torch.cross(v, p, dim=-1) + w * p, dim=-1)

@@ -11,7 +11,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,vqa]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-cache-dir -e '.[test,vqa]'
 	touch $(STAMP)
 
 # The main job on the embedded default, offline on CPU: a tiny synthetic video with known

@@ -18,8 +18,27 @@ def l1_ssim(pred: Tensor, target: Tensor, ssim_weight: float = 0.1) -> Tensor:
     l1 = (pred - target).abs().mean()
     p, t = pred.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None]
     window = 11 if min(pred.shape[:2]) >= 64 else 5 if min(pred.shape[:2]) >= 8 else 3
-    ssim = kornia.metrics.ssim(p, t, window_size=window, max_val=1.0).mean()
-    return l1 + ssim_weight * (1 - ssim)
+    return l1 + ssim_weight * (1 - ssim(p, t, window).mean())
+
+
+def ssim(x: Tensor, y: Tensor, window: int, max_val: float = 1.0) -> Tensor:
+    """SSIM map of ``[B, C, H, W]`` images: ``kornia.metrics.ssim``'s map (Gaussian window, sigma 1.5,
+    reflect padding), with its five local moments filtered in one grouped convolution.
+
+    Why not call kornia's: it filters the five moment maps one at a time, ten small
+    convolutions forward and as many backward; on 2 CPU cores that was 36 ms of a
+    100 ms training step at 480x270, one stacked 2D convolution takes 14 ms.
+    """
+    c1, c2 = (0.01 * max_val) ** 2, (0.03 * max_val) ** 2
+    g = kornia.filters.get_gaussian_kernel1d(window, 1.5, device=x.device, dtype=x.dtype)[0]
+    maps = torch.cat([x, y, x * x, y * y, x * y], 1)
+    pad = window // 2
+    n = maps.shape[1]
+    kernel = (g[:, None] * g[None]).expand(n, 1, window, window)
+    moments = F.conv2d(F.pad(maps, (pad, pad, pad, pad), mode="reflect"), kernel, groups=n)
+    mx, my, xx, yy, xy = moments.chunk(5, 1)
+    var_x, var_y, cov = xx - mx * mx, yy - my * my, xy - mx * my
+    return ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx * mx + my * my + c1) * (var_x + var_y + c2) + 1e-12)
 
 
 def depth_loss(pred: Tensor, prior: Tensor, alpha: Tensor) -> Tensor:

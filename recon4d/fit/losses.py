@@ -1,6 +1,6 @@
 """Loss terms of the fit; each is a small function of rendered maps or scaffold tensors.
 
-Photometric and feature terms are L1 + 0.1 (1 - SSIM) (SSIM from kornia), as in the
+Photometric and feature terms are L1 + 0.1 (1 - SSIM) (kornia's SSIM map, computed in one convolution), as in the
 reference systems. Geometry terms regularise the scaffold: ARAP keeps distances between
 neighbouring nodes constant over time; velocity and acceleration penalise jitter.
 """

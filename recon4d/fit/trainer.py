@@ -46,7 +46,7 @@ from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene.state import load_scene, save_scene
 
 STAGES = ("static", "scaffold", "motion", "joint", "cameras", "settle", "features")
-FINAL_LR = 0.01  # the Gaussian positions' rate at the end of a stage, relative to its start
+FINAL_LR = 0.01  # the rate of positions and node transforms at the end of a stage, relative to its start
 
 
 @dataclass
@@ -116,8 +116,8 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
             groups.append(dict(params=[gs.means], lr=1.6e-4 * extent, decays=True))
         return groups
 
-    nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3),
-             dict(params=[scene.scaffold.node_offsets], lr=1e-3 * extent),
+    nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3, decays=True),
+             dict(params=[scene.scaffold.node_offsets], lr=1e-3 * extent, decays=True),
              dict(params=[scene.binding.correction], lr=1e-2)]
     cameras = [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else []
     if stage == "static":
@@ -420,19 +420,17 @@ class Trainer:
             self.save()
 
     def _decay_lr(self, n: int) -> None:
-        """Exponential decay of the groups flagged ``decays`` (the Gaussian positions) over a stage, to
-        ``FINAL_LR`` of their start.
+        """Exponential decay of the groups flagged ``decays`` (Gaussian positions, node transforms) over a stage,
+        to ``FINAL_LR`` of their start.
 
         Why: at a constant rate the positions keep jittering around their optimum from
         one frame's gradient to the next, and the last steps leave that jitter in the
-        model as blur; gsplat decays the same rate a hundredfold over its run.
-
-        The node transforms are not decayed, although on long schedules they wander (a
-        step sees one frame, so a frame's row is moved by stale Adam moments between its
-        own steps; synthetic tiny scene, computed priors, joint 2000 + settle 800: node
-        paths 0.25 -> 4.3, 47.6 -> 33.3 dB, 44.8 dB with the decay): decayed over a
-        stage, the short ``test`` schedule (joint 100) no longer learns a spinning
-        object's rotation (test_answerer_on_fitted_direction_pair failed 4 of 5 runs)."""
+        model as blur; gsplat decays the same rate a hundredfold over its run. The
+        node transforms jitter the same way, and worse: a step sees one frame, so a
+        frame's row of them is moved by stale Adam moments between its own steps; at a
+        constant rate their trajectories wandered further the longer the fit ran
+        (synthetic tiny scene, computed priors, joint 2000 + settle 800: node paths 0.25
+        -> 4.3, training PSNR 47.6 -> 33.3 dB; with the decay 44.8 dB)."""
         for g in self.optimizer.param_groups:
             if g.get("decays"):
                 g["lr"] = g["initial_lr"] * FINAL_LR ** (self.step / max(n, 1))

@@ -27,11 +27,12 @@ FACTORS = ("direction", "approach", "turn", "spin", "follow")
 
 
 def pair_dirs(root: Path, seed: int, factor: str, objects: int) -> list[Path]:
-    """The two synth scene folders of a pair (generated when missing)."""
+    """The two synth scene folders of a pair (generated when missing); none when synth cannot place them."""
     found = sorted((root / "synth").glob(f"synth_s{seed}_{factor}_*"))
     if len(found) != 2:
         args = ["--preset", "tiny", "--out", str(root / "synth"), "--seed", str(seed), "--objects", str(objects), "--pairs", factor]
-        assert synth_command.main(args) == 0
+        if synth_command.main(args) != 0:  # synth has said why (e.g. the objects cannot all stay in view)
+            return []
         found = sorted((root / "synth").glob(f"synth_s{seed}_{factor}_*"))
     return found
 
@@ -61,7 +62,11 @@ def main() -> None:
     for seed in args.seeds:
         for factor in args.factors:
             correct_by_id = {}
-            for synth in pair_dirs(args.root, seed, factor, args.objects):
+            pair = pair_dirs(args.root, seed, factor, args.objects)
+            if not pair:
+                print(f"seed {seed} {factor}: skipped (synth could not make the pair)")
+                continue
+            for synth in pair:
                 scene, took = fit(args.root, synth)
                 if took is not None:
                     fit_s.append(took)

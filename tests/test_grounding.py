@@ -78,10 +78,24 @@ def test_turning_object_moves_and_turns_the_right_way():
         centres = np.stack([r * np.sin(a), sign * r * (1 - np.cos(a)), np.full(T, 0.4)], 1)
         st = _scene(centres, sign * a)
         assert st.tracks[0].motion.moving
+        assert abs(st.tracks[0].motion.yaw_deg - sign * 90.0) < 3.0, st.tracks[0].motion.yaw_deg
         assert _ask(st, "Is the red cube turning to the left or right from its own perspective?",
                     ["left", "right", "moving straight and not turning", "no red cube there"]) == word
         assert _ask(st, "Is the red cube moving forwards or backwards from its own perspective?",
                     ["forwards", "backwards", "not moving", "no red cube there"]) == "forwards"
+
+
+def test_straight_travel_with_one_end_frame_off_reads_straight():
+    # A fit's reference frame (here the first) can sit a few per cent off its neighbours along the
+    # line of sight; the turn must come from the whole path, not from the few frames at its ends.
+    T = 24
+    t = np.linspace(0, 1, T)[:, None]
+    centres = np.array([0.9, 0.0, 0.4]) - t * [1.8, 0.0, 0.0]
+    centres[0] += 0.08 * _F  # 0.08 m nearer the camera, which is 6.5 m away
+    st = _scene(centres, np.zeros(T))
+    assert abs(st.tracks[0].motion.yaw_deg) < 6.0, st.tracks[0].motion.yaw_deg
+    assert _ask(st, "Is the red cube turning to the left or right from its own perspective?",
+                ["left", "right", "moving straight and not turning", "no red cube there"]) == "moving straight and not turning"
 
 
 def test_translation_directions_and_absent_objects():

@@ -159,13 +159,13 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     to_obj = centres[:-1] - eyes[:-1]
     to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)
     spins = np.stack([rotation_vector(rots[t + 1] @ rots[t].T) for t in range(T - 1)])
-    yaw_steps, seen_steps = spins @ up, (spins * -to_obj).sum(1)
+    yaw, seen = float((spins @ up).sum()), float((spins * -to_obj).sum())
     reach = float(np.linalg.norm(centres[:, None] - centres[None], axis=-1).max())
     if reach > MOVING * size:
         # A moving object's turning is the turning of its path: observable even when the
         # body is symmetric (a ball's fitted rotation about its own axis is noise).
-        yaw_steps = _path_turns(centres, up)
-        seen_steps = yaw_steps * (-to_obj @ up)
+        yaw = _path_turn(centres, up)
+        seen = yaw * float(np.mean(-to_obj @ up))
     motion = Motion(
         size=size,
         path=path,
@@ -176,8 +176,8 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         rise=float(steps.sum(0) @ up),
         radial=float((steps * to_obj).sum()),
         forward=float((steps * heading[:-1]).sum()),
-        yaw_deg=math.degrees(float(yaw_steps.sum())),
-        seen_rotation_deg=math.degrees(float(seen_steps.sum())),
+        yaw_deg=math.degrees(yaw),
+        seen_rotation_deg=math.degrees(seen),
         speeds=speeds,
     )
     return ObjectTrack(obj, rots, trans, centres, heading, motion)
@@ -193,19 +193,32 @@ def _least_travelling_centres(rots: np.ndarray, trans: np.ndarray, centroid: np.
     return np.einsum("tij,j->ti", rots, centroid + delta) + trans
 
 
-def _path_turns(centres: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """Signed turn (radians, + = left about ``up``) of the travel direction at each of the T-1 steps.
+def _path_turn(centres: np.ndarray, up: np.ndarray) -> float:
+    """Signed total turn (radians, + = left about ``up``) of a path's horizontal travel.
 
-    Directions are taken over a window of a sixth of the clip either side, which
-    smooths the fit's jitter without hiding a turn that lasts the whole clip.
+    The travel directions of the path's two halves (split at half the distance
+    travelled), each the least-squares direction over all of the half's frames;
+    on a path of constant curvature they are a quarter of the turn from either
+    end, so twice their angle is the whole turn. Why not the travel directions at
+    the two ends: a centre a few per cent off in one end frame (the fit's
+    reference frame, often the first, sits ~0.5% nearer or further than its
+    neighbours) tilts a direction taken over a few frames by ten degrees or more.
+    On fitted synth pairs (seeds 11-16, 56 scenes) straight travel read up to
+    20.9 deg that way (5 of 55 objects past 12 deg) and 14.4 deg this way (2),
+    while the 90-degree turns read at least 34.6 and 48.1.
     """
-    T = len(centres)
-    w = max(1, T // 6)
-    idx = np.arange(T)
-    vel = centres[np.minimum(idx + w, T - 1)] - centres[np.maximum(idx - w, 0)]
-    vel -= (vel @ up)[:, None] * up
-    turn = np.arctan2(np.cross(vel[:-1], vel[1:]) @ up, (vel[:-1] * vel[1:]).sum(1))
-    return np.where(np.linalg.norm(vel[:-1], axis=1) * np.linalg.norm(vel[1:], axis=1) > 1e-12, turn, 0.0)
+    flat = centres - (centres @ up)[:, None] * up
+    travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(flat, axis=0), axis=1))])
+    middle = int(np.searchsorted(travelled, travelled[-1] / 2))
+
+    def direction(points: np.ndarray) -> np.ndarray:
+        frame = np.arange(len(points)) - (len(points) - 1) / 2
+        return frame @ points
+
+    a, b = direction(flat[:middle + 1]), direction(flat[middle:])
+    if np.linalg.norm(a) * np.linalg.norm(b) < 1e-12:
+        return 0.0
+    return 2.0 * math.atan2(float(np.cross(a, b) @ up), float(a @ b))
 
 
 def _headings(rots: np.ndarray, centres: np.ndarray, up: np.ndarray, path: float, ref: int) -> np.ndarray:

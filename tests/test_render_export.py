@@ -204,7 +204,12 @@ def test_ply_round_trip_renders_identically(fitted_left_scene, tmp_path):
         b = rasterize(means, quats, scales, opac, feats, *cam)
     assert (a.features - b.features).abs().max() < 1e-5
     assert (a.depth - b.depth).abs().max() < 1e-5 and (a.alpha - b.alpha).abs().max() < 1e-6
-    assert torch.equal((a.features[..., :3] * 255).round(), (b.features[..., :3] * 255).round())
+    # As 8-bit images they are equal except where a value lies within that float rounding of a
+    # half level (exact 8-bit equality cannot survive any float difference; a fit put one there).
+    a8, b8 = a.features[..., :3] * 255, b.features[..., :3] * 255
+    differ = a8.round() != b8.round()
+    assert differ.sum() <= 1e-4 * differ.numel(), int(differ.sum())
+    assert ((a8[differ] - a8[differ].floor() - 0.5).abs() < 255 * 1e-5).all()
 
 
 def test_transforms_json_reproduces_the_solved_poses(fitted_left_scene, tmp_path):

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from cuda_ext.knn import knn
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.data import SceneData
@@ -158,6 +159,7 @@ class Trainer:
         self.stage_seconds: dict[str, float] = {}
         torch.manual_seed(cfg.seed)
         self._mask_distance: Tensor | None = None  # the masks' distance maps, made once when the motion stage needs them
+        self._neighbours: Tensor | None = None  # the ARAP pairs (_node_neighbours)
 
     # ---- set-up -------------------------------------------------------------------------
     def initialise(self) -> None:
@@ -295,8 +297,7 @@ class Trainer:
 
     def _node_neighbours(self) -> Tensor:
         """Each node's 5 nearest nodes in the canonical frame (the ARAP pairs), computed once."""
-        if not hasattr(self, "_neighbours") or self._neighbours.shape[0] != len(self.scene.scaffold):
-            from cuda_ext.knn import knn
+        if self._neighbours is None or self._neighbours.shape[0] != len(self.scene.scaffold):
             k = min(6, len(self.scene.scaffold))
             idx, _ = knn(self.scene.scaffold.node_pos.contiguous(), self.scene.scaffold.node_pos.contiguous(), k)
             self._neighbours = idx.long()[:, 1:] if k > 1 else idx.long()
@@ -318,15 +319,17 @@ class Trainer:
         total = sum(terms.values())
         return total, {k: v.item() for k, v in terms.items()}
 
-    def _check_finite(self, loss: Tensor, parameters: bool = True) -> None:
-        """Raise on a non-finite loss or (after a step) parameter. A parameter is tested through its sum, which
-        a NaN or inf anywhere makes non-finite: one reduction per tensor instead of a boolean map and a second."""
+    @staticmethod
+    def _check_loss(loss: Tensor) -> None:
         if not torch.isfinite(loss):
             raise NonFiniteError(f"loss is {loss.item()}")
-        if parameters:
-            for name, p in self.scene.named_parameters():
-                if not torch.isfinite(p.detach().sum()):
-                    raise NonFiniteError(f"parameter {name} has NaN/inf")
+
+    def _check_parameters(self) -> None:
+        """Raise on a non-finite parameter, tested through its sum, which a NaN or inf anywhere makes
+        non-finite: one reduction per tensor instead of a boolean map and a second."""
+        for name, p in self.scene.named_parameters():
+            if not torch.isfinite(p.detach().sum()):
+                raise NonFiniteError(f"parameter {name} has NaN/inf")
 
     # ---- the loop -----------------------------------------------------------------------
     def total_steps(self) -> int:
@@ -396,13 +399,13 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         try:
             loss, stats = self.losses(t)
-            self._check_finite(loss, parameters=False)  # the parameters were checked after the last step
+            self._check_loss(loss)
             if self.stage == "joint":
                 self._last_render.meta["means2d"].retain_grad()
             loss.backward()
             self._decay_lr(n)
             self.optimizer.step()
-            self._check_finite(loss.detach())
+            self._check_parameters()  # after the step; the next step relies on it
         except NonFiniteError as exc:
             self._rollback(str(exc))
             return

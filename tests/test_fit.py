@@ -138,28 +138,43 @@ def test_camera_refinement_pulls_perturbed_cameras_back(fitted_left_scene, tmp_p
 
 def test_motion_stage_pulls_knocked_nodes_back(fitted_left_scene, tmp_path):
     """Nodes of a few frames shifted sideways by 10% of the scene depth are pulled back towards the object's
-    silhouette in those frames by the motion stage, and the other frames' nodes stay close to where they were."""
-    _, scene = fitted_left_scene
+    silhouette in those frames by the motion stage, and the other frames' trajectory gets no worse against
+    the truth (the stage's depth term moves their nodes along the line of sight, towards the prior)."""
+    synth, scene = fitted_left_scene
     data = load_scene_data(scene, cameras="priors")
     data.teachers = {}
+    [mover] = [o for o in json.loads((synth / "gt" / "objects.json").read_text())["objects"] if o["motion"] != "static"]
+    centre = torch.tensor(mover["centre"], dtype=torch.float32)  # [T, 3], in the world of the gt cameras
     steps = StageSteps(static=20, scaffold=20, motion=15, joint=0, cameras=0, settle=0, features=0)
     cfg = FitConfig(steps=steps, checkpoint_every=1000, camera_lr=0.0)
     cfg.densify.enabled = False
     trainer = fit_scene(data, cfg, tmp_path / "model", log=lambda _: None, stop_after="scaffold")
     assert trainer.stage == "motion" and trainer.step == 0
-    scaffold = trainer.scene.scaffold
-    knocked = [f for f in (2, 9, 17) if f != trainer.scene.reference_frame]
+    scaffold, ref = trainer.scene.scaffold, trainer.scene.reference_frame
+
+    def trajectory_error() -> torch.Tensor:
+        """[T] how far the nodes' mean is from the object's true centre, relative to the reference frame."""
+        with torch.no_grad():
+            offset = scaffold.node_positions().mean(1) - centre
+        return (offset - offset[ref]).norm(dim=-1)
+
+    knocked = [f for f in (2, 9, 17) if f != ref]
+    others = [f for f in range(data.frames) if f not in knocked and f != ref]
     shift = 0.1 * trainer.extent
+    error_before = trajectory_error()
     with torch.no_grad():
         before = scaffold.node_positions().clone()
         scaffold.node_offsets[knocked, :, 0] += shift  # world x is the synth camera's sideways axis
     trainer.run(stop_after="motion")
+    error_after = trajectory_error()
     with torch.no_grad():
         moved = (trainer.scene.scaffold.node_positions() - before).norm(dim=-1).mean(-1)  # [T]
-    others = [f for f in range(data.frames) if f not in knocked]
-    # measured: knocked frames end 0.4-0.55 shift from where they were, the others move by ~0.1 shift
+    # measured: knocked frames end 0.4 shift from where they were and off the truth; the other frames'
+    # mean error 0.138 -> 0.079 (without the stage's depth term it grew, to 0.146, max 0.184 -> 0.215)
     assert moved[knocked].max() < 0.65 * shift, moved[knocked] / shift
-    assert moved[others].max() < 0.2 * shift, moved[others] / shift
+    assert error_after[knocked].max() < 0.65 * shift, error_after[knocked] / shift
+    assert error_after[others].mean() <= error_before[others].mean(), (error_before[others], error_after[others])
+    assert error_after[others].max() <= error_before[others].max(), (error_before[others], error_after[others])
 
 
 def test_cameras_stage_aligns_each_frame(fitted_left_scene, tmp_path):

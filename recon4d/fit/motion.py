@@ -12,9 +12,11 @@ So, as the ``cameras`` stage does for poses, each frame in turn gets
 ``steps.motion`` updates of its own node transforms from a fresh optimiser state,
 against the dynamic Gaussians rendered alone: a silhouette term (opacity outside
 the mask costs its distance to the mask, mask pixels left uncovered cost one
-each), colour inside the mask, and the frame's tracks and ARAP against the
-reference frame. Every term depends on frame t's transforms only, so the other
-frames' rows get a zero gradient and, with zero moments, no update.
+each), colour inside the mask, the frame's tracks and ARAP against the
+reference frame, and the depth prior inside the mask (the other terms are all
+in the image plane and would let the nodes slide along the line of sight).
+Every term depends on frame t's transforms only, so the other frames' rows get a
+zero gradient and, with zero moments, no update.
 """
 
 from __future__ import annotations

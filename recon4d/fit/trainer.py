@@ -75,6 +75,11 @@ class LossWeights:
     velocity: float = 0.0
     acceleration: float = 4.0
     silhouette: float = 1.0
+    motion_depth: float = 1.0
+    """Depth term of the ``motion`` stage (relative L1 on the mask). Its other terms (silhouette, colour,
+    tracks) are all image-plane, so without it each frame's nodes slid along the line of sight: on fitted
+    synth pairs with exact depth, straight paths read as 13-24 deg turns; with it, held-out seeds 27-31
+    went from 99.0% to 100% right (702 questions). Horsejump-high: 27.72 -> 27.60 dB (min 25.99 -> 26.14)."""
     feature: float = 1.0
 
 
@@ -315,7 +320,8 @@ class Trainer:
         terms = {"silhouette": w.silhouette * motion.silhouette_loss(alpha, mask, self._mask_distance[t]),
                  "rgb": w.rgb * motion.masked_rgb_loss(out.features[0, ..., RGB], d.images[t], mask),
                  "track": w.track * self._track_loss(t),
-                 "arap": w.arap * losses.arap_loss(positions, self._node_neighbours(), 0)}
+                 "arap": w.arap * losses.arap_loss(positions, self._node_neighbours(), 0),
+                 "depth": w.motion_depth * losses.depth_loss(out.depth[0, ..., 0], d.depth[t] * mask, alpha)}
         total = sum(terms.values())
         return total, {k: v.item() for k, v in terms.items()}
 

@@ -23,6 +23,7 @@ from recon4d.grounding.answerer import CANNOT_TELL, answer_question, parse
 from recon4d.grounding.objects import ObjectInstance, colour_word, read_id_masks
 from recon4d.grounding.shape import estimate_shape
 from recon4d.grounding.trajectories import SceneTracks, track_object
+from recon4d.priors.camera import rodrigues
 
 UP = np.array([0.0, 0.0, 1.0])
 # A camera at (0, -6, 2.5) looking at the origin (OpenCV axes), as in the synth scenes.
@@ -78,10 +79,9 @@ def test_spin_about_a_tilted_fitted_axis_keeps_its_sense():
     T = 24
     tilt = math.radians(25.0)
     axis = np.array([0.0, math.sin(tilt), math.cos(tilt)])  # +y: away from the camera at -y
-    hat = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
     body = _cube_points()
     for sense, sign in (("counter-clockwise", 1.0), ("clockwise", -1.0)):
-        rots = [np.eye(3) + math.sin(a) * hat + (1 - math.cos(a)) * hat @ hat for a in sign * np.linspace(0, math.pi, T)]
+        rots = rodrigues(sign * np.linspace(0, math.pi, T)[:, None] * axis)
         pts = np.stack([body @ r.T + [0.3, 0.0, 0.4] for r in rots])
         obj = ObjectInstance(1, np.arange(len(body)), colour="red", shape="cube", shape_note="test")
         obj.label = f"the {obj.looks}"

@@ -165,11 +165,12 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     total = spins.sum(0)
     yaw = float(total @ up)
     reach = float(np.linalg.norm(centres[:, None] - centres[None], axis=-1).max())
-    if reach > MOVING * size:
+    moving = reach > MOVING * size
+    if moving:
         # A moving object's turning is the turning of its path: observable even when the
         # body is symmetric (a ball's fitted rotation about its own axis is noise).
         yaw = _path_turn(centres, up)
-    if reach > MOVING * size or abs(yaw) >= math.cos(math.radians(SPIN_ABOUT_UP_DEG)) * np.linalg.norm(total):
+    if moving or abs(yaw) >= math.cos(math.radians(SPIN_ABOUT_UP_DEG)) * np.linalg.norm(total):
         # A turn, or a spin about up, is seen as its rotation about up foreshortened by the
         # camera's view of that axis. Why not the fitted axis itself: its tilt is fitting noise that
         # the line of sight picks up at full weight (up is foreshortened, at ~0.4 from synth's

@@ -508,13 +508,15 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
   // The rows are stored by Gaussian (each Gaussian's pairs in tile-list order: a counting sort), so
   // that the closing pass reads every Gaussian's rows as one run of memory.
   const int64_t R = 6 + D, n_pairs = offsets[C * n_tiles];
+  const auto for_each_listed_pair = [&](auto&& fn) {  // fn(pair k, its Gaussian's index over all cameras)
+    for (int64_t tile = 0; tile < C * n_tiles; ++tile)
+      for (int64_t k = offsets[tile]; k < offsets[tile + 1]; ++k) fn(k, (tile / n_tiles) * N + ids[k]);
+  };
   std::vector<int64_t> first(C * N + 1, 0), slot(n_pairs);
-  for (int64_t tile = 0; tile < C * n_tiles; ++tile)
-    for (int64_t k = offsets[tile]; k < offsets[tile + 1]; ++k) ++first[(tile / n_tiles) * N + ids[k] + 1];
+  for_each_listed_pair([&](int64_t, int64_t gi) { ++first[gi + 1]; });
   std::partial_sum(first.begin(), first.end(), first.begin());
   std::vector<int64_t> cursor(first.begin(), first.end() - 1);
-  for (int64_t tile = 0; tile < C * n_tiles; ++tile)
-    for (int64_t k = offsets[tile]; k < offsets[tile + 1]; ++k) slot[k] = cursor[(tile / n_tiles) * N + ids[k]]++;
+  for_each_listed_pair([&](int64_t k, int64_t gi) { slot[k] = cursor[gi]++; });
   // Not zero-filled here: the tile pass writes every row (zeros for pairs no pixel reaches), and
   // its threads share the first touch of the pages.
   std::unique_ptr<scalar_t[]> rows(new scalar_t[n_pairs * R]);

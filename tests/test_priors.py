@@ -26,13 +26,13 @@ from tests.conftest import shared_data
 @pytest.fixture(scope="module")
 def synth_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("synth")
-    for cam in ("static", "pan", "dolly", "orbit"):
+    for cam in ("static", "pan"):
         generate(preset("tiny", out=out / cam, camera=cam, motion=("left",), novel=False))
     return out
 
 
-def _moving_camera_report(synth_dir: Path, out: Path, camera: str, **kw) -> tuple[Path, dict]:
-    scene = run_preprocess(PreprocessConfig(video=synth_dir / camera / "synth_s0", out=out, progress=False, **kw),
+def _moving_camera_report(root: Path, out: Path, camera: str, **kw) -> tuple[Path, dict]:
+    scene = run_preprocess(PreprocessConfig(video=root / camera / "synth_s0", out=out, progress=False, **kw),
                            log=lambda _: None)
     return scene, json.loads((scene / "priors" / "report.json").read_text())
 
@@ -104,10 +104,21 @@ def test_bundle_adjustment_recovers_pan_camera_from_exact_tracks(synth_dir):
     assert res.motion_type == "rotation"
 
 
-def test_pan_camera_focal_and_masks(synth_dir, tmp_path):
+@pytest.fixture(scope="module")
+def small_dir(tmp_path_factory) -> Path:
+    """The moving cameras at 320x240 (the `small` preset), where the camera criteria are measured: at the
+    tests' usual 128x96 the solved rotation of an orbit lands anywhere from 0.5 to 4 degrees off depending
+    on a few tracks (measured on seeds 0-2), so it would pin luck rather than the solver."""
+    out = tmp_path_factory.mktemp("synth_small")
+    for cam in ("pan", "dolly", "orbit"):
+        generate(preset("small", out=out / cam, camera=cam, motion=("left",), novel=False))
+    return out
+
+
+def test_pan_camera_focal_and_masks(small_dir, tmp_path):
     """A pan is told from a translating camera, its focal is found by the FoV search, and the
     moving object's mask holds although the whole background moves."""
-    _, r = _moving_camera_report(synth_dir, tmp_path, "pan")
+    _, r = _moving_camera_report(small_dir, tmp_path, "pan")
     assert r["motion_type"] == "rotation" and r["camera_info"]["model"] == "rotation"
     assert r["rot_err_deg"] < 1.0
     assert r["focal_observed"] and r["focal_err_rel"] < 0.05
@@ -115,10 +126,10 @@ def test_pan_camera_focal_and_masks(synth_dir, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def dolly(synth_dir, tmp_path_factory) -> tuple[Path, dict]:
+def dolly(small_dir, tmp_path_factory) -> tuple[Path, dict]:
     """The dolly scene with its FoV given: moving straight ahead, the tracks cannot tell focal lengths apart."""
-    fov = json.loads((synth_dir / "dolly" / "synth_s0" / "gt" / "cameras.json").read_text())["fov_deg"]
-    return _moving_camera_report(synth_dir, tmp_path_factory.mktemp("dolly"), "dolly", fov_deg=fov)
+    fov = json.loads((small_dir / "dolly" / "synth_s0" / "gt" / "cameras.json").read_text())["fov_deg"]
+    return _moving_camera_report(small_dir, tmp_path_factory.mktemp("dolly"), "dolly", fov_deg=fov)
 
 
 def test_dolly_camera_and_masks(dolly):
@@ -133,36 +144,29 @@ def test_dolly_focal_reported_unobservable(dolly):
     scene, _ = dolly
     z = np.load(scene / "priors" / "tracks_raw.npz")
     with pytest.warns(UserWarning, match="focal length is a guess"):
-        res = CameraSolver(CameraOptions()).solve(z["xy"], z["visible"], np.ones(z["xy"].shape[1], bool), 128, 96)
+        res = CameraSolver(CameraOptions()).solve(z["xy"], z["visible"], np.ones(z["xy"].shape[1], bool), 320, 240)
     assert not res.focal_observed
 
 
-@pytest.fixture(scope="module")
-def orbit_with_depth(synth_dir, tmp_path_factory) -> tuple[Path, dict]:
-    """The orbit scene with a dense depth prior before the camera (the synth's own depth standing in for a
-    learned model or RGB-D files, which this machine cannot supply)."""
-    return _moving_camera_report(synth_dir, tmp_path_factory.mktemp("orbit"), "orbit", depth="gt")
+def test_orbit_camera_and_focal_from_tracks_alone(small_dir, tmp_path):
+    """Circling a point it keeps fixating, with only the offline fallback depth: the FoV search still
+    has a clear minimum and the poses hold. (Its moving object, which travels along the epipolar lines,
+    is not found without a trusted depth: see the next test.)"""
+    _, r = _moving_camera_report(small_dir, tmp_path, "orbit")
+    assert r["depth_provider"] == "sparse-fallback" and r["motion_type"] == "general"
+    assert r["rot_err_deg"] < 1.0 and r["trans_dir_err_deg"] < 5.0
+    assert r["focal_observed"] and r["focal_err_rel"] < 0.05
 
 
-def test_orbit_camera_focal_and_masks_with_a_depth_prior(orbit_with_depth):
-    """Circling a point it keeps fixating, the camera leaves the focal barely observable from tracks alone;
-    the depth term fixes the relief and with it the focal, and the trusted depth's rigid-flow residual
-    sees the object moving along the epipolar lines."""
-    _, r = orbit_with_depth
+def test_orbit_camera_focal_and_masks_with_a_depth_prior(small_dir, tmp_path):
+    """The same orbit with a dense depth prior before the camera (the synth's own depth standing in for a
+    learned model or RGB-D files, which this machine cannot supply): the trusted depth's rigid-flow
+    residual sees the object moving along the epipolar lines."""
+    _, r = _moving_camera_report(small_dir, tmp_path, "orbit", depth="gt")
     assert r["depth_provider"] == "gt" and r["motion_type"] == "general"
     assert r["rot_err_deg"] < 1.0 and r["trans_dir_err_deg"] < 5.0
     assert r["focal_err_rel"] < 0.05
     assert r["mask_iou"] >= 0.8
-
-
-def test_orbit_focal_reported_unobservable_without_depth(orbit_with_depth):
-    """Without a depth prior the FoV search cost of the orbit is flat (23% focal error at its minimum):
-    the solver must say the focal is a guess rather than report it as measured."""
-    scene, _ = orbit_with_depth
-    z = np.load(scene / "priors" / "tracks_raw.npz")
-    with pytest.warns(UserWarning, match="focal length is a guess"):
-        res = CameraSolver(CameraOptions()).solve(z["xy"], z["visible"], np.ones(z["xy"].shape[1], bool), 128, 96)
-    assert not res.focal_observed
 
 
 def test_static_residual_against_known_cameras():

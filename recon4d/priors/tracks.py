@@ -8,9 +8,19 @@ tracks die, new ones are seeded (corners on a grid, so the image stays covered)
 and chained both forward and backward in time from their seed frame, so a track
 seeded late still reaches back as far as the flow lets it. Chaining alone
 drifts (DIS slightly under-estimates flow, and errors add up frame after
-frame), so every chained position is refined by Lucas-Kanade against the
-track's seed frame (the anchor) and the correction is kept when it is small:
-errors then no longer accumulate along the track.
+frame), so every chained position is also matched against the track's seed
+frame (the anchor): Lucas-Kanade on the seed-frame patch, mapped through the
+local affine warp the chained flow has accumulated since the seed (the
+product of the flow's Jacobians along the track). Why the warp: on a camera
+circling a scene the ground's patches turn and foreshorten, and matching
+them unwarped (as OpenCV's pyramidal LK does) pulled the tracks off by as
+much as the chain drifted. The chained position then moves ``anchor_gain``
+of the way to the match: the chain is smooth but drifts, the matches do not
+drift but each frame's is off on its own, and a step halfway keeps the drift
+bounded with half the jitter (a synth dolly's translation suffered from the
+jitter of full steps). On a synth orbit (320x240, ground points against the
+exact ground plane) the median error 16 frames from the seed went from 1.18
+to 0.48 px, 32 frames from 2.40 to 0.86 px.
 
 The forward-backward check misses one failure: near a motion edge (an object's
 silhouette) DIS smooths the two motions together over its patches, forward and
@@ -51,8 +61,9 @@ class ChainedTracks:
     fb_rel: float = 0.05  # ... plus this fraction of the flow magnitude
     max_tracks: int = 6000
     border: float = 1.0  # points closer than this to the image edge are dropped
-    anchor_win: int = 9  # Lucas-Kanade window (pixels) of the refinement against the seed frame
+    anchor_win: int = 9  # side (pixels) of the seed-frame patch matched by the anchor
     anchor_max_px: float = 2.0  # larger anchor corrections are distrusted (appearance changed): keep the chain
+    anchor_gain: float = 0.5  # fraction of the way from the chained position to the anchor match taken per frame
     edge_px: float = 3.0  # a step is rejected where the flow it follows ranges over more than this ...
     edge_win: int = 15  # ... within this window (pixels) around the point: a motion edge is that close
     name: str = "chained"
@@ -61,9 +72,11 @@ class ChainedTracks:
         """(xy ``[T, P, 2]`` float32, visible ``[T, P]`` bool, seed frame ``[P]`` int)."""
         T, H, W = frames.shape[:3]
         gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
+        images = [_Image(g) for g in gray]
         fwd_spread = [_spread(f, self.edge_win) for f in fwd]
         bwd_spread = [_spread(f, self.edge_win) for f in bwd]
         xy = np.zeros((T, 0, 2), np.float32)
+        warp = np.zeros((T, 0, 2, 2), np.float32)  # local affine map from each track's seed frame (see _anchor)
         vis = np.zeros((T, 0), bool)
         seeds = np.zeros(0, int)
         for t in tqdm(range(T), desc="tracks", unit="frame", disable=not progress, leave=False):
@@ -72,14 +85,16 @@ class ChainedTracks:
                 nxt, ok = self._step(xy[t - 1, alive], fwd[t - 1], bwd[t - 1], fwd_spread[t - 1], W, H)
                 idx = np.flatnonzero(alive)
                 xy[t, idx] = nxt
+                warp[t, idx] = _flow_jacobian(fwd[t - 1], xy[t - 1, idx]) @ warp[t - 1, idx]
                 vis[t, idx[ok]] = True
-                self._anchor(gray, xy[t], vis[t], xy, seeds, t)
+                self._anchor(images, xy[t], warp[t], vis[t], xy, seeds, t)
             new = self._seed(gray[t], xy[t, vis[t]], W, H, len(seeds))
             new = new[self._can_step(new, fwd_spread[t:t + 1] + bwd_spread[max(t - 1, 0):t])]
             if len(new):
                 block = np.zeros((T, len(new), 2), np.float32)
+                bwarp = np.zeros((T, len(new), 2, 2), np.float32)
                 bvis = np.zeros((T, len(new)), bool)
-                block[t], bvis[t] = new, True
+                block[t], bwarp[t], bvis[t] = new, np.eye(2), True
                 for s in range(t - 1, -1, -1):  # chain the new seeds back in time
                     alive = bvis[s + 1]
                     if not alive.any():
@@ -87,9 +102,11 @@ class ChainedTracks:
                     prev, ok = self._step(block[s + 1, alive], bwd[s], fwd[s], bwd_spread[s], W, H)
                     idx = np.flatnonzero(alive)
                     block[s, idx] = prev
+                    bwarp[s, idx] = _flow_jacobian(bwd[s], block[s + 1, idx]) @ bwarp[s + 1, idx]
                     bvis[s, idx[ok]] = True
-                    self._anchor(gray, block[s], bvis[s], block, np.full(len(new), t), s)
+                    self._anchor(images, block[s], bwarp[s], bvis[s], block, np.full(len(new), t), s)
                 xy = np.concatenate([xy, block], 1)
+                warp = np.concatenate([warp, bwarp], 1)
                 vis = np.concatenate([vis, bvis], 1)
                 seeds = np.concatenate([seeds, np.full(len(new), t)])
         return _fill_invisible(xy, vis), vis, seeds
@@ -109,21 +126,16 @@ class ChainedTracks:
         """Points away from motion edges in at least one of the flows ``spreads`` describe."""
         return np.any([sample(s[..., None], pts)[:, 0] < self.edge_px for s in spreads], 0)
 
-    def _anchor(self, gray: list, pos: np.ndarray, alive: np.ndarray, xy: np.ndarray, seeds: np.ndarray, t: int) -> None:
-        """Refine ``pos`` (frame t) in place by LK from each track's seed frame, started at the chained position."""
-        win = (self.anchor_win, self.anchor_win)
-        crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.01)
+    def _anchor(self, images: list, pos: np.ndarray, warp: np.ndarray, alive: np.ndarray, xy: np.ndarray,
+                seeds: np.ndarray, t: int) -> None:
+        """Refine ``pos`` (frame t) in place against each track's seed-frame patch, warped by ``warp``."""
         for s in np.unique(seeds[alive]):
-            idx = np.flatnonzero(alive & (seeds == s))
             if s == t:
                 continue
-            src = (xy[s, idx] - 0.5).reshape(-1, 1, 2).astype(np.float32)
-            init = (pos[idx] - 0.5).reshape(-1, 1, 2).astype(np.float32)
-            out, st, _ = cv2.calcOpticalFlowPyrLK(gray[s], gray[t], src, init.copy(), winSize=win, maxLevel=0,
-                                                  criteria=crit, flags=cv2.OPTFLOW_USE_INITIAL_FLOW)
-            out = out.reshape(-1, 2) + 0.5
-            ok = (st[:, 0] == 1) & (np.linalg.norm(out - pos[idx], axis=1) < self.anchor_max_px)
-            pos[idx[ok]] = out[ok]
+            idx = np.flatnonzero(alive & (seeds == s))
+            out, ok = _match(images[s], xy[s, idx], images[t], pos[idx], warp[idx], self.anchor_win // 2)
+            ok &= np.linalg.norm(out - pos[idx], axis=1) < self.anchor_max_px
+            pos[idx[ok]] += self.anchor_gain * (out[ok] - pos[idx[ok]])
 
     def _seed(self, gray: np.ndarray, live: np.ndarray, W: int, H: int, count: int) -> np.ndarray:
         """Corners in grid cells that no live track occupies (at most ``max_tracks`` in all)."""
@@ -141,6 +153,64 @@ class ChainedTracks:
         m = 2 * self.border
         keep = (pts[:, 0] > m) & (pts[:, 0] < W - m) & (pts[:, 1] > m) & (pts[:, 1] < H - m)
         return pts[keep].astype(np.float32)
+
+
+class _Image:
+    """A grey frame as float32 with its derivatives, for sub-pixel patch sampling."""
+
+    def __init__(self, gray: np.ndarray):
+        self.value = gray.astype(np.float32)
+        self.dx = cv2.Sobel(self.value, cv2.CV_32F, 1, 0, ksize=3, scale=1 / 8)
+        self.dy = cv2.Sobel(self.value, cv2.CV_32F, 0, 1, ksize=3, scale=1 / 8)
+
+    def at(self, field: np.ndarray, pts: np.ndarray) -> np.ndarray:
+        """Bilinear samples of ``field`` at ``pts [..., 2]`` (pixel centres at +0.5), replicated at the border."""
+        m = (pts - 0.5).astype(np.float32)
+        return cv2.remap(field, m[..., 0], m[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+MATCH_ITERS = 12  # Gauss-Newton steps of the patch match; it stops earlier once a step is under 0.01 px
+# smallest eigenvalue of a patch's mean gradient outer product, (grey levels / px)^2, worth matching: the
+# blurry ground of a synth scene sits near 0.1, and a threshold of 1 skipped nine patches in ten
+MIN_TEXTURE = 0.03
+
+
+def _match(src: _Image, src_xy: np.ndarray, dst: _Image, init: np.ndarray, warp: np.ndarray, half: int):
+    """Where the patches around ``src_xy`` (``2 half + 1`` square) lie in ``dst``, started at ``init``:
+    translation-only Lucas-Kanade of the zero-mean patch, the patch mapped through ``warp [N, 2, 2]``.
+
+    Returns (positions ``[N, 2]``, ok ``[N]``: enough texture and a finite result)."""
+    g = np.arange(-half, half + 1, dtype=np.float32)
+    offsets = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)  # [M, 2]
+    template = src.at(src.value, src_xy[:, None] + offsets[None])  # [N, M]
+    template = template - template.mean(1, keepdims=True)
+    spread = np.einsum("nij,mj->nmi", warp, offsets)  # the patch's offsets in dst
+    pos = init.astype(np.float64)
+    ok = np.ones(len(pos), bool)
+    for _ in range(MATCH_ITERS):
+        q = (pos[:, None] + spread).astype(np.float32)
+        value, gx, gy = (dst.at(f, q) for f in (dst.value, dst.dx, dst.dy))
+        err = value - value.mean(1, keepdims=True) - template
+        gx, gy = gx - gx.mean(1, keepdims=True), gy - gy.mean(1, keepdims=True)
+        hxx, hxy, hyy = (gx * gx).mean(1), (gx * gy).mean(1), (gy * gy).mean(1)
+        bx, by = (gx * err).mean(1), (gy * err).mean(1)
+        det = hxx * hyy - hxy ** 2
+        min_eig = 0.5 * (hxx + hyy - np.sqrt((hxx - hyy) ** 2 + 4 * hxy ** 2))
+        ok = (min_eig > MIN_TEXTURE) & np.isfinite(det)
+        safe = np.where(ok, det, 1.0)
+        step = -np.stack([hyy * bx - hxy * by, hxx * by - hxy * bx], 1) / safe[:, None]
+        step[~ok] = 0
+        pos += step
+        if np.abs(step).max(initial=0) < 0.01:
+            break
+    return pos.astype(np.float32), ok & np.isfinite(pos).all(1)
+
+
+def _flow_jacobian(flow: np.ndarray, pts: np.ndarray, h: float = 2.0) -> np.ndarray:
+    """``[N, 2, 2]``: derivative of the map x -> x + flow(x) at ``pts``, by central differences over ``h`` px."""
+    dfx = (sample(flow, pts + [h, 0]) - sample(flow, pts - [h, 0])) / (2 * h)
+    dfy = (sample(flow, pts + [0, h]) - sample(flow, pts - [0, h])) / (2 * h)
+    return (np.eye(2)[None] + np.stack([dfx, dfy], -1)).astype(np.float32)
 
 
 def _spread(flow: np.ndarray, win: int) -> np.ndarray:

@@ -108,6 +108,19 @@ def test_anchor_match_follows_a_turned_and_foreshortened_patch():
     assert err_plain.max() > 0.5 and err_plain.mean() > 10 * np.abs(warped - truth).max()
 
 
+def test_patch_sampling_takes_more_points_than_an_opencv_map_side():
+    """The anchor samples one patch per track: 40000 tracks of 81 samples would overflow cv2.remap's map
+    (each side under 32767); the sampler must still return every bilinear sample."""
+    from recon4d.priors.tracks import _Image
+
+    img = np.arange(12 * 10, dtype=np.float32).reshape(10, 12)  # value = 12 y + x at pixel (x, y)
+    rng = np.random.default_rng(0)
+    pts = rng.uniform([1.0, 1.0], [11.0, 9.0], (40000, 81, 2)).astype(np.float32)
+    got = _Image(img).at(img, pts)
+    assert got.shape == (40000, 81)
+    assert np.allclose(got, 12 * (pts[..., 1] - 0.5) + (pts[..., 0] - 0.5), atol=1e-2)
+
+
 def test_bundle_adjustment_recovers_pan_camera_from_exact_tracks(synth_dir):
     """With noise-free tracks the solver must find rotation and focal exactly (FoV searched)."""
     src = synth_dir / "pan" / "synth_s0"

@@ -164,9 +164,21 @@ class _Image:
         self.dy = cv2.Sobel(self.value, cv2.CV_32F, 0, 1, ksize=3, scale=1 / 8)
 
     def at(self, field: np.ndarray, pts: np.ndarray) -> np.ndarray:
-        """Bilinear samples of ``field`` at ``pts [..., 2]`` (pixel centres at +0.5), replicated at the border."""
-        m = (pts - 0.5).astype(np.float32)
-        return cv2.remap(field, m[..., 0], m[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        """Bilinear samples of ``field`` at ``pts [..., 2]`` (pixel centres at +0.5), replicated at the border.
+
+        The points are laid out as rows of ``MAP_COLS`` for ``cv2.remap``, which refuses maps with a side
+        of 32767 or more (a patch per track is 6000 x 81 at the default track count)."""
+        flat = (pts.reshape(-1, 2) - 0.5).astype(np.float32)
+        n = len(flat)
+        rows = max(1, -(-n // MAP_COLS))
+        grid = np.zeros((rows * MAP_COLS, 2), np.float32)
+        grid[:n] = flat
+        grid = grid.reshape(rows, MAP_COLS, 2)
+        out = cv2.remap(field, grid[..., 0], grid[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        return out.reshape(-1)[:n].reshape(pts.shape[:-1])
+
+
+MAP_COLS = 4096  # width of the sampling map handed to cv2.remap
 
 
 MATCH_ITERS = 12  # Gauss-Newton steps of the patch match; it stops earlier once a step is under 0.01 px

@@ -12,11 +12,12 @@ import pytest
 
 from recon4d.fit.preprocess import PreprocessConfig, mask_stay, run_preprocess
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
-from recon4d.priors.camera import CameraOptions, CameraSolver
+from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
+from recon4d.priors.camera_check import flow_disagreement
 from recon4d.priors.depth import DepthAnythingV2, align, interpolate
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow, sample
-from recon4d.priors.masks import merge_user
+from recon4d.priors.masks import merge_user, parallax, rigid_flow
 from recon4d.priors.report import SynthTruth, camera_errors
 from recon4d.priors.tracks import ChainedTracks
 from recon4d.synth import generate, preset
@@ -203,6 +204,51 @@ def test_orbit_camera_focal_and_masks_with_a_depth_prior(small_dir, tmp_path):
     assert r["rot_err_deg"] < 1.0 and r["trans_dir_err_deg"] < 5.0
     assert r["focal_err_rel"] < 0.05
     assert r["mask_iou"] >= 0.8
+
+
+def test_parallax_is_the_translation_part_of_the_rigid_flow():
+    """A rotating camera moves no pixel by parallax; a sideways step moves a wall at depth z by f * step / z,
+    and added rotation leaves that length unchanged to first order (the test's rotation is small)."""
+    K = np.array([[100.0, 0, 64], [0, 100, 48], [0, 0, 1]])
+    depth = np.full((96, 128), 4.0)
+    a, turned, stepped = np.eye(4), np.eye(4), np.eye(4)
+    turned[:3, :3] = cv2.Rodrigues(np.array([0.0, 0.03, 0.0]))[0]
+    stepped[:3, 3] = [-0.2, 0.0, 0.0]
+    assert parallax(depth, K, a, turned).max() < 1e-6
+    assert np.abs(rigid_flow(depth, K, a, turned)).max() > 2.0  # the rotation itself does move pixels
+    assert np.allclose(parallax(depth, K, a, stepped), 100 * 0.2 / 4.0, atol=1e-3)
+    both = stepped.copy()
+    both[:3, :3] = turned[:3, :3]
+    assert np.allclose(parallax(depth, K, a, both), 5.0, rtol=0.05)
+
+
+def test_flow_disagreement_scores_the_true_camera_lowest_and_ignores_objects():
+    """A wall at depth 4 filmed by a camera stepping sideways: the true camera, with the depth of its own
+    points, predicts the flow exactly; one that steps the other way does not; a moving patch inside the
+    ignored mask does not count."""
+    K = np.array([[100.0, 0, 64], [0, 100, 48], [0, 0, 1]])
+    T, H, W = 4, 96, 128
+    views = np.tile(np.eye(4), (T, 1, 1))
+    views[:, 0, 3] = -0.1 * np.arange(T)
+    g = np.stack(np.meshgrid(np.linspace(-1.2, 1.2, 12), np.linspace(-0.9, 0.9, 9)), -1).reshape(-1, 2)
+    X = np.concatenate([g, np.full((len(g), 1), 4.0)], 1)
+    cam_pts = np.einsum("tij,pj->tpi", views[:, :3, :3], X) + views[:, None, :3, 3]
+    xy = (cam_pts[..., :2] / cam_pts[..., 2:]) * 100 + [64, 48]
+    vis = np.ones((T, len(X)), bool)
+    fwd = np.stack([rigid_flow(np.full((H, W), 4.0), K, views[t], views[t + 1]) for t in range(T - 1)])
+    static = np.ones(len(X), bool)
+    truth = CameraResult(K, views, "translation", static, X, True, {})
+    flipped = views.copy()
+    flipped[:, 0, 3] *= -1
+    wrong = CameraResult(K, flipped, "translation", static, X, True, {})
+    assert flow_disagreement(truth, xy, vis, static, fwd) < 1e-3
+    assert flow_disagreement(wrong, xy, vis, static, fwd) > 4.0  # 2.5 px of flow, reversed
+    moved = fwd.copy()
+    moved[:, 8:88, 14:114] += 3.0  # an object covering 65% of each frame (the median shrugs off less)
+    mask = np.zeros((T, H, W), bool)
+    mask[:, 8:88, 14:114] = True
+    assert flow_disagreement(truth, xy, vis, static, moved) > 1.0
+    assert flow_disagreement(truth, xy, vis, static, moved, ignore=mask) < 1e-3
 
 
 def test_static_residual_against_known_cameras():

@@ -26,6 +26,7 @@ import json
 import time
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -35,6 +36,7 @@ from recon4d.io.atomic import atomic_path, write_json
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
+from recon4d.priors.camera_check import flow_disagreement
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
 from recon4d.priors.epipolar import max_inverse_depth
@@ -171,7 +173,10 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
         if cfg.camera == "gt":
             cam = _gt_camera(src, meta, xy, vis, ~in_user)
         else:
-            cam = CameraSolver(cam_opt).solve(xy, vis, ~in_user, W, H, prior_depth=None if raw is None else raw[0])
+            judge = partial(flow_disagreement, xy=xy, vis=vis, static=~in_user, fwd=fwd,
+                            ignore=None if user is None else user > 0)
+            cam = CameraSolver(cam_opt).solve(xy, vis, ~in_user, W, H, prior_depth=None if raw is None else raw[0],
+                                              judge=judge)
         _save_camera(priors, cam, W, H)
         cache.store("camera", k_cam)
     lap("camera")

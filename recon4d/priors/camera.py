@@ -26,6 +26,11 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    differences of the translations; per-frame track noise otherwise jolts the
    translation of single frames); tracks whose residual stays high are marked
    dynamic and the adjustment is rerun without them.
+   A translating camera goes through 3-4 once per essential-matrix estimator
+   (their starts can differ, and the adjustment does not always leave a wrong
+   one), and a judge picks among the results: by default the lower median
+   reprojection error; in ``recon4d fit``, agreement with the dense flow
+   (:mod:`recon4d.priors.camera_check`).
 5. Optional depth term (when a depth prior exists before the camera, e.g. a
    learned model or user depth): each track's inverse depth is pulled towards
    the prior's, with one scale per frame. It constrains the relief of the scene,
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cv2
@@ -52,7 +58,7 @@ import torch
 from scipy.optimize import least_squares
 from scipy.sparse import coo_matrix, csr_matrix
 
-from recon4d.priors.camera_init import essential_chain, rotation_chain, select_model
+from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 DEFAULT_FOV_DEG = 55.0  # only used when the focal cannot be observed (static camera) and none is given
@@ -145,8 +151,13 @@ class CameraSolver:
         self.opt = opt
 
     def solve(self, xy: np.ndarray, vis: np.ndarray, candidate: np.ndarray, W: int, H: int,
-              prior_depth: np.ndarray | None = None) -> CameraResult:
-        """Camera from tracks ``xy [T,P,2]``, ``vis [T,P]``; ``candidate [P]`` marks tracks that may be static."""
+              prior_depth: np.ndarray | None = None,
+              judge: Callable[[CameraResult], float] | None = None) -> CameraResult:
+        """Camera from tracks ``xy [T,P,2]``, ``vis [T,P]``; ``candidate [P]`` marks tracks that may be static.
+
+        A translating camera is solved once per essential-matrix estimator (:data:`ESSENTIAL_ESTIMATORS`)
+        and the camera ``judge`` scores lowest is kept (default: the median reprojection error; the
+        preprocessing stage passes :func:`recon4d.priors.camera_check.flow_disagreement`)."""
         opt = self.opt
         T, P = vis.shape
         usable = candidate & (vis.sum(0) >= 3)
@@ -156,32 +167,51 @@ class CameraSolver:
         if np.median(motion[usable]) < opt.static_px:
             return self._static(T, W, H, usable, motion)
         sel = _subsample(np.flatnonzero(usable), xy, vis, opt.max_ba_tracks, W, H)
-        prob = _problem(xy, vis, sel, W, H, prior_depth)
+        problem = lambda tracks: _problem(xy, vis, tracks, W, H, prior_depth)  # noqa: E731
+        prob = problem(sel)
         choice = select_model(xy, vis, usable, W)
         rotation = choice.kind == "rotation"
+        info = {"model": choice.kind, "model_votes_rotation": f"{choice.votes_rotation}/{choice.pairs}",
+                "gric_h_minus_f": choice.gric_h_minus_f}
 
-        def start(f: float) -> np.ndarray:
+        def start(f: float, estimator: int | None) -> np.ndarray:
             K = intrinsics(f, W, H)
-            chained = None if rotation else essential_chain(xy, vis, usable, K)
-            if chained is None:
+            chained = None if estimator is None else essential_chain(xy, vis, usable, K, estimator=estimator)
+            if chained is None:  # a pan, or no frame pair gave an essential matrix at this focal
                 view = np.tile(np.eye(4), (T, 1, 1))
                 view[:, :3, :3] = rotation_chain(xy, vis, usable, K)
                 return self._init(prob, f, view, None)
             return self._init(prob, f, *chained)
 
+        if rotation:
+            best = self._solve_from(lambda f: start(f, None), problem, prob, P, usable, motion, info, True)
+        else:
+            judge = judge or (lambda cam: cam.info["reproj_px_median"])
+            solved = {name: self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable, motion, info, False)
+                      for name, e in ESSENTIAL_ESTIMATORS.items()}
+            scores = {name: float(judge(cam)) for name, cam in solved.items()}
+            best = solved[min(scores, key=scores.get)]
+            best.info["start_scores"] = scores
+        if not best.focal_observed:
+            warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "
+                          "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=2)
+        return best
+
+    def _solve_from(self, start, problem, prob: _Problem, P, usable, motion, info, rotation: bool) -> CameraResult:
+        """FoV search (unless the FoV is given), adjustment, outlier removal and a second adjustment, from the
+        parameters ``start(focal)`` gives for the tracks of ``prob``; ``problem(tracks)`` builds the
+        problem again for the tracks kept."""
+        opt = self.opt
+        W, sel = prob.W, prob.sel
         search, observed = {}, True
         if opt.fov_deg is not None:
             focal = fov_to_focal(opt.fov_deg, W)
         else:
             for fov in np.arange(opt.fov_range[0], opt.fov_range[1] + 1e-6, opt.fov_step):
-                f = fov_to_focal(fov, W)
-                x = self._adjust(prob, start(f), True, rotation, nfev=opt.search_nfev)
+                x = self._adjust(prob, start(fov_to_focal(fov, W)), True, rotation, nfev=opt.search_nfev)
                 search[float(fov)] = self._search_cost(x, prob)
             focal = fov_to_focal(min(search, key=search.get), W)
             observed = _sharp_minimum(search, opt.focal_contrast)
-            if not observed:
-                warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "
-                              "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=3)
         fix_f = opt.fov_deg is not None
         x = self._adjust(prob, start(focal), fix_f, rotation, nfev=opt.final_nfev)
         # tracks the static model cannot explain are dynamic: drop them and adjust again
@@ -191,11 +221,9 @@ class CameraSolver:
         sigma = 1.4826 * np.median(res)
         inlier = per_track < max(opt.outlier_px, 4 * sigma)
         keep = sel[inlier]
-        prob2 = _problem(xy, vis, keep, W, H, prior_depth)
+        prob2 = problem(keep)
         x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_f, rotation, nfev=opt.final_nfev)
-        info = {"model": choice.kind, "model_votes_rotation": f"{choice.votes_rotation}/{choice.pairs}",
-                "gric_h_minus_f": choice.gric_h_minus_f, "fov_search": search}
-        res = self._result(x, prob2, keep, P, usable, motion, info, rotation)
+        res = self._result(x, prob2, keep, P, usable, motion, {**info, "fov_search": search}, rotation)
         res.focal_observed = observed
         return res
 

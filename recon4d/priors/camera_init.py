@@ -20,9 +20,10 @@ as those on it (as many homography inliers as fundamental-matrix inliers). The
 video is "rotation" when most pairs say so.
 
 Translation (:func:`essential_chain`): frame 0 and the farthest frame that still
-shares enough static tracks give an essential matrix (RANSAC) and a relative
-pose (cheirality test); their common tracks are triangulated, which fixes one
-scale for the whole video; every other frame is then placed by PnP (RANSAC,
+shares enough static tracks give an essential matrix (one chain per robust
+estimator in :data:`ESSENTIAL_ESTIMATORS`) and a relative pose (cheirality
+test); their common tracks are triangulated, which fixes one scale for the
+whole video; every other frame is then placed by PnP (RANSAC,
 then Levenberg-Marquardt) against the points triangulated so far, most-covered
 frame first, and new tracks are triangulated as frames are added. Resection
 against shared points is what keeps the scale consistent from pair to pair.
@@ -35,6 +36,16 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
+
+# The essential-matrix estimators (``cv2.findEssentialMat`` methods) whose chains each start a camera solve
+# (see recon4d.priors.camera). MAGSAC++ because OpenCV's classic RANSAC stops once its confidence is reached
+# and keeps models far off the best: on a synth dolly it returned one with 152 inliers and its rotation 40 deg
+# wrong where MAGSAC++ finds 175 inliers and 0.6 deg. Classic RANSAC as well because on DAVIS blackswan (a
+# nearly planar scene, little translation) MAGSAC++'s model chains into a camera that barely translates
+# (path / depth 0.02 against 0.13) and puts half its points twelve times nearer than the rest; it reprojects
+# the tracks as well (0.23 against 0.20 px) but explains the dense flow worse (0.360 against 0.341 px).
+ESSENTIAL_ESTIMATORS = {"magsac++": cv2.USAC_MAGSAC, "ransac": cv2.RANSAC}
 
 
 @dataclass
@@ -123,21 +134,19 @@ def rotation_chain(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, K: np.nd
 
 
 def essential_chain(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, K: np.ndarray,
-                    thresh_px: float = 1.0, min_points: int = 12) -> tuple[np.ndarray, np.ndarray] | None:
+                    thresh_px: float = 1.0, min_points: int = 12,
+                    estimator: int = cv2.USAC_MAGSAC) -> tuple[np.ndarray, np.ndarray] | None:
     """(viewmats ``[T, 4, 4]`` with frame 0 = identity, world points ``[P, 3]`` NaN where not triangulated)
-    for a translating camera, or None when no frame pair gives a usable essential matrix."""
+    for a translating camera, or None when no frame pair gives a usable essential matrix.
+
+    ``estimator``: the robust method of ``cv2.findEssentialMat`` (see :data:`ESSENTIAL_ESTIMATORS`)."""
     T, P = vis.shape
     k = _base_partner(vis, usable)
     if k is None:
         return None
     both = vis[0] & vis[k] & usable
     a, b = xy[0, both].astype(np.float64), xy[k, both].astype(np.float64)
-    # MAGSAC++ rather than OpenCV's classic RANSAC, which stops once its confidence is reached and keeps
-    # models far off the best: on a synth dolly it returned one with 152 inliers and its rotation 40 deg
-    # wrong where MAGSAC++ finds 175 inliers and 0.6 deg; through the FoV search's per-candidate starts it
-    # took the synth orbits' (320x240, seeds 0-2) rotation errors from 1.26 / 2.85 / 0.26 deg to 0.23 /
-    # 0.28 / 0.21 and their focal errors from 1.2 / 2.9 / 0.8% to 0.9 / 0.6 / 0.3%
-    E, inl = cv2.findEssentialMat(a, b, K, cv2.USAC_MAGSAC, 0.999, thresh_px)
+    E, inl = cv2.findEssentialMat(a, b, K, estimator, 0.999, thresh_px)
     if E is None or E.shape != (3, 3):
         return None
     n, R, t, inl = cv2.recoverPose(E, a, b, K, mask=inl)

@@ -167,28 +167,35 @@ class SparseDepth:
 
     def estimate(self, frames: np.ndarray, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,
                  xy: np.ndarray, vis: np.ndarray, progress: bool = True):
-        T, H, W = frames.shape[:3]
-        ok = np.isfinite(points).all(1)
-        out = np.ones((T, H, W), np.float32)
-        if ok.sum() < 4:
-            warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)
-            return out, self.kind
-        # interpolate on a grid 4x coarser (the result is smooth anyway), then upsample: 16x fewer queries
-        h, w = max(2, H // 4), max(2, W // 4)
-        gy, gx = (np.mgrid[0:h, 0:w] + 0.5) * [[[H / h]], [[W / w]]]
-        for t in tqdm(range(T), desc="depth (sparse)", disable=not progress, leave=False):
-            sel = ok & vis[t]
-            if sel.sum() < 4:
-                sel = ok
-            cam = points[sel] @ viewmats[t, :3, :3].T + viewmats[t, :3, 3]
-            z = cam[:, 2]
-            front = z > 1e-6
-            uv = xy[t, sel][front]
-            inv = 1.0 / z[front]
-            # interpolate inverse depth (far points have little weight); nearest outside the hull
-            inv_map = cv2.resize(interpolate(uv, inv, gx, gy).astype(np.float32), (W, H), interpolation=cv2.INTER_LINEAR)
-            out[t] = 1.0 / np.maximum(inv_map, 1e-6)
-        return out, self.kind
+        return sparse_depth(frames.shape[:3], viewmats, points, xy, vis, progress), self.kind
+
+
+def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.ndarray,
+                 xy: np.ndarray, vis: np.ndarray, progress: bool = False) -> np.ndarray:
+    """``[T, H, W]`` depth interpolated between the world ``points [P, 3]`` of the tracks seen in each frame
+    (all points where a frame sees fewer than 4); constant 1 when fewer than 4 points are known."""
+    T, H, W = shape
+    ok = np.isfinite(points).all(1)
+    out = np.ones((T, H, W), np.float32)
+    if ok.sum() < 4:
+        warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)
+        return out
+    # interpolate on a grid 4x coarser (the result is smooth anyway), then upsample: 16x fewer queries
+    h, w = max(2, H // 4), max(2, W // 4)
+    gy, gx = (np.mgrid[0:h, 0:w] + 0.5) * [[[H / h]], [[W / w]]]
+    for t in tqdm(range(T), desc="depth (sparse)", disable=not progress, leave=False):
+        sel = ok & vis[t]
+        if sel.sum() < 4:
+            sel = ok
+        cam = points[sel] @ viewmats[t, :3, :3].T + viewmats[t, :3, 3]
+        z = cam[:, 2]
+        front = z > 1e-6
+        uv = xy[t, sel][front]
+        inv = 1.0 / z[front]
+        # interpolate inverse depth (far points have little weight); nearest outside the hull
+        inv_map = cv2.resize(interpolate(uv, inv, gx, gy).astype(np.float32), (W, H), interpolation=cv2.INTER_LINEAR)
+        out[t] = 1.0 / np.maximum(inv_map, 1e-6)
+    return out
 
 
 CONTACT_RING_PX = 5  # width of the band of static pixels around a moving region that it borrows its depth from

@@ -7,7 +7,13 @@ from the point at infinity towards the epipole). The distance from there is the
 residual. It needs no depth, which matters because the offline fallback depth
 is wrong between tracks and on objects. When the depth is trusted (a learned
 model, user files) the full rigid-flow residual is used instead: it also sees
-motion along the epipolar line, which the epipolar test cannot.
+motion along the epipolar line, which the epipolar test cannot. A trusted depth
+is still off by some percent, and the flow that error moves is that fraction of
+the parallax (the part of the rigid flow due to the camera's translation), so
+the residual is forgiven ``depth_tol`` times the parallax: without that, the
+near ground of a synth orbit (the most parallax) flared into false detections
+(IoU 0.81 / 0.73 / 0.85 on seeds 0-2 with the synth's own depth; 0.85 / 0.86 /
+0.93 with 5%).
 
 Slowly moving objects move less than the flow noise from one frame to the next,
 so residuals are measured over a ``span`` of frames through the chained flow,
@@ -59,6 +65,13 @@ def rigid_flow(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.
     return np.stack([u - gx, v - gy], -1).astype(np.float32)
 
 
+def parallax(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.ndarray) -> np.ndarray:
+    """``[H, W]`` px: length of the part of :func:`rigid_flow` due to the camera's translation (the flow
+    minus that of the same rays at infinity, which only the rotation moves)."""
+    far = np.full_like(depth, 1e6 * float(depth.max()))
+    return np.linalg.norm(rigid_flow(depth, K, view_a, view_b) - rigid_flow(far, K, view_a, view_b), axis=-1)
+
+
 def chain(flows: np.ndarray, pos: np.ndarray, t: int, u: int) -> np.ndarray:
     """Positions ``pos [N, 2]`` of frame t carried to frame u through consecutive flows (forward flows
     when u > t, backward flows when u < t)."""
@@ -94,12 +107,13 @@ class MotionMasks:
     window: int = 2  # frames on each side whose residual, carried along the flow, is averaged in
     vote: int = 4  # frames on each side whose masks, carried along the flow, vote on each pixel
     user_reach_px: int = 3  # with user masks, detected regions within this distance of one are kept
+    depth_tol: float = 0.05  # relative error of a trusted depth: forgiven as this fraction of the parallax
     name: str = "motion"
 
     def residual(self, fwd: np.ndarray, bwd: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
                  max_inv_depth: np.ndarray, depth: np.ndarray | None = None) -> np.ndarray:
         """``[T, H, W]`` float32 px: epipolar residual (``max_inv_depth [T]`` bounds the parallax), or the
-        rigid-flow residual when ``depth`` is given."""
+        rigid-flow residual less ``depth_tol`` of the parallax when ``depth`` is given."""
         T, H, W = fwd.shape[0] + 1, *fwd.shape[1:3]
         resid = np.full((T, H, W), np.inf, np.float32)
         grid = pixel_centres(H, W)
@@ -112,6 +126,7 @@ class MotionMasks:
                     r = static_residual(grid, pos, K, viewmats[t], viewmats[u], max_inv_depth[t]).reshape(H, W)
                 else:
                     r = np.linalg.norm((pos - grid).reshape(H, W, 2) - rigid_flow(depth[t], K, viewmats[t], viewmats[u]), axis=-1)
+                    r = np.maximum(r - self.depth_tol * parallax(depth[t], K, viewmats[t], viewmats[u]), 0.0)
                 resid[t] = np.minimum(resid[t], r)
         return resid
 

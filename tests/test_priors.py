@@ -12,6 +12,7 @@ import pytest
 
 from recon4d.fit.preprocess import PreprocessConfig, mask_stay, run_preprocess
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
+from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_check import flow_disagreement
 from recon4d.priors.depth import DepthAnythingV2, align, interpolate
@@ -70,6 +71,20 @@ def test_rerun_reuses_cached_priors(static_scene):
     run_preprocess(PreprocessConfig(video=Path(src), out=static_scene.parent, progress=False), log=lambda _: None)
     assert {f.name: f.stat().st_mtime_ns for f in pr.glob("*.npz")} == before
     assert time.perf_counter() - start < 10
+
+
+def test_changed_camera_code_recomputes_the_camera_and_what_follows(synth_dir, tmp_path, monkeypatch):
+    """A scene folder made by an older recon4d: the steps whose code changed since are recomputed, the
+    others (flow, tracks) are reused."""
+    cfg = PreprocessConfig(video=synth_dir / "pan" / "synth_s0", out=tmp_path, progress=False, max_frames=8)
+    scene = run_preprocess(cfg, log=lambda _: None)
+    pr = scene / "priors"
+    before = {f.name: f.stat().st_mtime_ns for f in pr.glob("*.npz")}
+    real = C.source_digest
+    monkeypatch.setattr(C, "source_digest", lambda *code: real(*code) + ("new" if CameraSolver in code else ""))
+    run_preprocess(cfg, log=lambda _: None)
+    after = {f.name: f.stat().st_mtime_ns for f in pr.glob("*.npz")}
+    assert {n for n in before if after[n] == before[n]} == {"flow.npz", "tracks_raw.npz"}
 
 
 def test_tracks_follow_ground_truth_on_pan(synth_dir, tmp_path):

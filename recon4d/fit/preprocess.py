@@ -37,11 +37,12 @@ from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_check import flow_disagreement
-from recon4d.priors.camera_init import triangulate
-from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
+from recon4d.priors.camera_init import essential_chain, triangulate
+from recon4d.priors.depth import (FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align,
+                                  sparse_depth)
 from recon4d.priors.epipolar import max_inverse_depth
 from recon4d.priors.flow import DISFlow
-from recon4d.priors.masks import MotionMasks, TrackMotion, track_dynamic
+from recon4d.priors.masks import MotionMasks, TrackMotion, rigid_flow, track_dynamic
 from recon4d.priors.report import SynthTruth, camera_errors, is_synth_scene, mask_iou, track_errors
 from recon4d.priors.tracks import ChainedTracks
 
@@ -136,7 +137,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     digest = C.frames_digest(scene)
 
     flow = DISFlow()
-    k_flow = C.key(digest, repr(flow))
+    k_flow = C.key(digest, repr(flow), C.source_digest(DISFlow))
     if cache.fresh("flow", k_flow, "flow.npz"):
         z = np.load(priors / "flow.npz")
         fwd, bwd = z["forward"].astype(np.float32), z["backward"].astype(np.float32)
@@ -148,7 +149,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
 
     spacing = cfg.track_spacing or max(4, round(max(W, H) / 60))
     tracker = ChainedTracks(spacing=spacing, max_tracks=cfg.max_tracks)
-    k_tracks = C.key(k_flow, repr(tracker))
+    k_tracks = C.key(k_flow, repr(tracker), C.source_digest(ChainedTracks))
     if cache.fresh("tracks", k_tracks, "tracks_raw.npz"):
         z = np.load(priors / "tracks_raw.npz")
         xy, vis, seeds = z["xy"], z["visible"], z["seed_frame"]
@@ -162,11 +163,12 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     provider = _depth_provider(cfg, src, synth)
     cam_opt = CameraOptions(fov_deg=cfg.fov_deg)
     prior_before = provider.kind == "depth" and provider.name != "sparse-fallback"
-    k_depth_raw = C.key(digest, repr(provider))
+    k_depth_raw = C.key(digest, repr(provider), C.source_digest(type(provider)))
     raw = None
     if prior_before:  # a depth prior in depth units helps the camera (focal under forward motion)
         raw = _raw_depth(provider, frames, meta, cfg.progress)
-    k_cam = C.key(k_tracks, repr(cam_opt), cfg.camera, k_depth_raw if prior_before else None)
+    k_cam = C.key(k_tracks, repr(cam_opt), cfg.camera, k_depth_raw if prior_before else None,
+                  C.source_digest(CameraSolver, essential_chain, flow_disagreement, sparse_depth, rigid_flow))
     if cache.fresh("camera", k_cam, "camera.json", "camera_points.npz"):
         cam = _load_camera(priors)
     else:
@@ -182,7 +184,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     lap("camera")
 
     motion = TrackMotion()
-    k_points = C.key(k_cam, repr(motion))
+    k_points = C.key(k_cam, repr(motion), C.source_digest(TrackMotion, max_inverse_depth, triangulate))
     if cache.fresh("points", k_points, "points.npz"):
         z = np.load(priors / "points.npz")
         moving, points = z["dynamic"], z["points"]
@@ -198,7 +200,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
         cache.store("points", k_points)
     lap("points")
 
-    k_depth = C.key(k_points, k_depth_raw)
+    k_depth = C.key(k_points, k_depth_raw, C.source_digest(align, SparseDepth))
     if cache.fresh("depth", k_depth, "depth.npz"):
         depth = np.load(priors / "depth.npz")["depth"]
     else:
@@ -214,7 +216,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
 
     masker = MotionMasks()
     trusted = provider.name != "sparse-fallback"  # the fallback is only right at the tracks
-    k_mask = C.key(k_depth, repr(masker), trusted)  # user masks are part of the frames digest
+    k_mask = C.key(k_depth, repr(masker), trusted, C.source_digest(MotionMasks))  # user masks: in the frames digest
     if cache.fresh("masks", k_mask, "masks.npz", "tracks.npz"):
         dynamic = np.load(priors / "masks.npz")["dynamic"]
     else:

@@ -4,13 +4,17 @@ Why: priors are the slow part of preprocessing and every later stage re-runs
 from the scene folder; a re-run with the same frames and settings must reuse
 them, and any change (other frames, other flag) must recompute exactly the
 steps it affects. Keys live in ``priors/cache.json``, written atomically after
-each step's file, so a killed run at worst recomputes that one step.
+each step's file, so a killed run at worst recomputes that one step. Each key
+also covers the source of the code that computes its step
+(:func:`source_digest`): a scene folder made by an older recon4d recomputes the
+steps whose code changed since, and only those.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 from recon4d.io.atomic import write_json
@@ -23,6 +27,14 @@ def frames_digest(scene: Path) -> str:
         if f.is_file():
             h.update(f.relative_to(scene).as_posix().encode())
             h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def source_digest(*code) -> str:
+    """SHA-256 of the source files of the modules defining ``code`` (classes or functions)."""
+    h = hashlib.sha256()
+    for file in sorted({sys.modules[c.__module__].__file__ for c in code}):
+        h.update(Path(file).read_bytes())
     return h.hexdigest()
 
 

@@ -65,11 +65,21 @@ def rigid_flow(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.
     return np.stack([u - gx, v - gy], -1).astype(np.float32)
 
 
-def parallax(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.ndarray) -> np.ndarray:
-    """``[H, W]`` px: length of the part of :func:`rigid_flow` due to the camera's translation (the flow
-    minus that of the same rays at infinity, which only the rotation moves)."""
-    far = np.full_like(depth, 1e6 * float(depth.max()))
-    return np.linalg.norm(rigid_flow(depth, K, view_a, view_b) - rigid_flow(far, K, view_a, view_b), axis=-1)
+def rotation_flow(K: np.ndarray, view_a: np.ndarray, view_b: np.ndarray, H: int, W: int) -> np.ndarray:
+    """Flow ``[H, W, 2]`` of the rays at infinity from camera a to camera b: only the rotation moves them
+    (the homography K R K^-1)."""
+    gy, gx = np.mgrid[0:H, 0:W] + 0.5
+    rel = view_b[:3, :3] @ view_a[:3, :3].T
+    p = np.stack([gx, gy, np.ones_like(gx)], -1) @ (K @ rel @ np.linalg.inv(K)).T
+    return np.stack([p[..., 0] / p[..., 2] - gx, p[..., 1] / p[..., 2] - gy], -1).astype(np.float32)
+
+
+def parallax(depth: np.ndarray, K: np.ndarray, view_a: np.ndarray, view_b: np.ndarray,
+             rigid: np.ndarray | None = None) -> np.ndarray:
+    """``[H, W]`` px: length of the part of :func:`rigid_flow` due to the camera's translation (the rigid
+    flow minus :func:`rotation_flow`); ``rigid``: that rigid flow, when the caller has it already."""
+    rigid = rigid_flow(depth, K, view_a, view_b) if rigid is None else rigid
+    return np.linalg.norm(rigid - rotation_flow(K, view_a, view_b, *depth.shape), axis=-1)
 
 
 def chain(flows: np.ndarray, pos: np.ndarray, t: int, u: int) -> np.ndarray:
@@ -125,8 +135,9 @@ class MotionMasks:
                 if depth is None:
                     r = static_residual(grid, pos, K, viewmats[t], viewmats[u], max_inv_depth[t]).reshape(H, W)
                 else:
-                    r = np.linalg.norm((pos - grid).reshape(H, W, 2) - rigid_flow(depth[t], K, viewmats[t], viewmats[u]), axis=-1)
-                    r = np.maximum(r - self.depth_tol * parallax(depth[t], K, viewmats[t], viewmats[u]), 0.0)
+                    rigid = rigid_flow(depth[t], K, viewmats[t], viewmats[u])
+                    r = np.linalg.norm((pos - grid).reshape(H, W, 2) - rigid, axis=-1)
+                    r = np.maximum(r - self.depth_tol * parallax(depth[t], K, viewmats[t], viewmats[u], rigid), 0.0)
                 resid[t] = np.minimum(resid[t], r)
         return resid
 

@@ -37,12 +37,11 @@ from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_check import flow_disagreement
-from recon4d.priors.camera_init import essential_chain, triangulate
-from recon4d.priors.depth import (FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align,
-                                  sparse_depth)
+from recon4d.priors.camera_init import triangulate
+from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
 from recon4d.priors.epipolar import max_inverse_depth
 from recon4d.priors.flow import DISFlow
-from recon4d.priors.masks import MotionMasks, TrackMotion, rigid_flow, track_dynamic
+from recon4d.priors.masks import MotionMasks, TrackMotion, track_dynamic
 from recon4d.priors.report import SynthTruth, camera_errors, is_synth_scene, mask_iou, track_errors
 from recon4d.priors.tracks import ChainedTracks
 
@@ -168,7 +167,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     if prior_before:  # a depth prior in depth units helps the camera (focal under forward motion)
         raw = _raw_depth(provider, frames, meta, cfg.progress)
     k_cam = C.key(k_tracks, repr(cam_opt), cfg.camera, k_depth_raw if prior_before else None,
-                  C.source_digest(CameraSolver, essential_chain, flow_disagreement, sparse_depth, rigid_flow))
+                  C.source_digest(CameraSolver, flow_disagreement))
     if cache.fresh("camera", k_cam, "camera.json", "camera_points.npz"):
         cam = _load_camera(priors)
     else:
@@ -184,7 +183,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     lap("camera")
 
     motion = TrackMotion()
-    k_points = C.key(k_cam, repr(motion), C.source_digest(TrackMotion, max_inverse_depth, triangulate))
+    k_points = C.key(k_cam, repr(motion), C.source_digest(TrackMotion, triangulate))
     if cache.fresh("points", k_points, "points.npz"):
         z = np.load(priors / "points.npz")
         moving, points = z["dynamic"], z["points"]

@@ -16,6 +16,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from recon4d.io.atomic import write_json
 
@@ -31,11 +32,26 @@ def frames_digest(scene: Path) -> str:
 
 
 def source_digest(*code) -> str:
-    """SHA-256 of the source files of the modules defining ``code`` (classes or functions)."""
+    """SHA-256 of the source files of the modules defining ``code`` (classes or functions) and of every
+    recon4d module they import, followed transitively, so a step's key needs to name only its entry points."""
     h = hashlib.sha256()
-    for file in sorted({sys.modules[c.__module__].__file__ for c in code}):
+    for file in sorted(_recon4d_sources([sys.modules[c.__module__] for c in code])):
         h.update(Path(file).read_bytes())
     return h.hexdigest()
+
+
+def _recon4d_sources(todo: list[ModuleType]) -> set[str]:
+    seen: dict[str, str] = {}
+    while todo:
+        module = todo.pop()
+        if module.__name__ in seen:
+            continue
+        seen[module.__name__] = module.__file__
+        for value in vars(module).values():
+            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+            if isinstance(name, str) and name.startswith("recon4d.") and name in sys.modules:
+                todo.append(sys.modules[name])
+    return set(seen.values())
 
 
 def key(*parts) -> str:

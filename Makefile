@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 # truth, fitted into a 4D feature field and scored against that truth.
 demo: setup
 	$(VENV)/bin/recon4d synth --preset tiny --out out/demo/synth --motion left
-	$(VENV)/bin/recon4d fit --video out/demo/synth/synth_s0 --out out/demo/fit --priors gt --teacher patch
+	$(VENV)/bin/recon4d fit --video out/demo/synth/synth_s0 --out out/demo/fit --priors gt --teacher patch --preset cpu-preview
 	$(VENV)/bin/recon4d eval --scene out/demo/fit/synth_s0
 
 test: setup

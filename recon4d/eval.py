@@ -20,6 +20,7 @@ The fitted world is aligned to the ground-truth world by a similarity transform
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,8 @@ def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     metrics["direction_correct"] = direction
     if heads:
         metrics.update(_feature_cosine(renders, heads, data))
-    write_json(scene_dir / "metrics.json", metrics)
+    path = scene_dir / "metrics.json"  # beside the fit's own numbers (time, memory, per frame), not over them
+    write_json(path, {**(json.loads(path.read_text()) if path.exists() else {}), **metrics})
     return metrics
 
 

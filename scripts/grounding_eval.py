@@ -1,7 +1,8 @@
-"""Measure the geometric answerer on fitted `recon4d synth` minimal pairs (issue 10).
+"""Measure fits and the geometric answerer on fitted `recon4d synth` minimal pairs (issues 6 and 10).
 
 For every (seed, factor) it generates the pair, fits both scenes with exact priors
-(`--priors gt --preset test`; a finished fit under <root>/fit is reused, a checkpoint resumed), answers
+(`--priors gt --preset test`; a finished fit under <root>/fit is reused, a checkpoint resumed), scores
+each fit against its ground truth (`recon4d eval`: PSNR, trajectory error, motion direction), answers
 each scene's qa.json with `recon4d answer`, and scores against the answers in
 qa.json. The evaluator (not the answerer) reads gt/questions.json for the question
 kinds and the links between the two scenes of a pair. Prints accuracy per question
@@ -22,6 +23,7 @@ from pathlib import Path
 from recon4d.commands import answer as answer_command
 from recon4d.commands import fit as fit_command
 from recon4d.commands import synth as synth_command
+from recon4d.eval import evaluate_scene
 
 FACTORS = ("direction", "approach", "turn", "spin", "follow")
 
@@ -58,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
 
     per_kind: dict[str, list[bool]] = defaultdict(list)
-    linked, scene_pairs, fit_s, answer_s = [], [], [], []
+    linked, scene_pairs, fit_s, answer_s, fit_rows = [], [], [], [], []
     for seed in args.seeds:
         for factor in args.factors:
             correct_by_id = {}
@@ -70,6 +72,9 @@ def main() -> None:
                 scene, took = fit(args.root, synth)
                 if took is not None:
                     fit_s.append(took)
+                m = evaluate_scene(scene, synth)
+                novel = m["psnr_novel"] if m["psnr_novel"] is not None else float("nan")  # scenes made with --no-novel
+                fit_rows.append((synth.name, m["psnr_train"], novel, m["traj_err_rel"], m["direction_correct"]))
                 out = args.root / "answers" / f"{synth.name}.jsonl"
                 start = time.perf_counter()
                 assert answer_command.main(["--scene", str(scene), "--qa", str(synth / "qa.json"), "--out", str(out)]) == 0
@@ -88,6 +93,12 @@ def main() -> None:
             for r in wrong:
                 print(f"   WRONG {r['id']}: {r['question']} -> {r['answer']!r} (truth {r['truth']!r}); {r['why']}")
 
+    print(f"\n{'fitted scene':40s} {'psnr_train':>10s} {'psnr_novel':>10s} {'traj_err_rel':>12s}  direction")
+    for name, train, novel, traj, direction in fit_rows:
+        print(f"{name:40s} {train:10.2f} {novel:10.2f} {traj:12.4f}  {'right' if direction else 'WRONG'}")
+    print(f"motion direction right in {sum(r[4] for r in fit_rows)}/{len(fit_rows)} scenes; "
+          f"psnr_train min {min(r[1] for r in fit_rows):.2f}, psnr_novel min {min((r[2] for r in fit_rows if r[2] == r[2]), default=float("nan")):.2f}, "
+          f"traj_err_rel max {max(r[3] for r in fit_rows):.4f}")
     total = [ok for oks in per_kind.values() for ok in oks]
     print("\nper question kind (accuracy, n):")
     for kind, oks in sorted(per_kind.items()):

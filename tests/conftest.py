@@ -31,3 +31,13 @@ def fitted_left_scene(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("fitted_left")
     synth = synth_scene(root / "synth", "--motion", "left", "--seed", "1")
     return synth, fitted_scene(synth, root / "fit")
+
+
+@pytest.fixture(scope="session")
+def fitted_right_scene(tmp_path_factory):
+    """The mirror of ``fitted_left_scene``: same seed and layout draws, the object moves right."""
+    from tests.fitted import fitted_scene, synth_scene
+
+    root = tmp_path_factory.mktemp("fitted_right")
+    synth = synth_scene(root / "synth", "--motion", "right", "--seed", "1")
+    return synth, fitted_scene(synth, root / "fit")

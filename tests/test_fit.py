@@ -28,8 +28,23 @@ def test_fit_meets_targets_on_synthetic_scene(fitted_left_scene):
     assert metrics["feat_cos"] >= 0.9
     saved = json.loads((scene / "metrics.json").read_text())
     assert saved["psnr_train"] == pytest.approx(metrics["psnr_train"])
+    # the fit's own numbers are kept beside eval's
+    frames = len(saved["psnr_per_frame"])
+    assert frames == len(saved["ssim_per_frame"]) == len(list((synth / "JPEGImages").iterdir()))
+    assert sum(saved["psnr_per_frame"]) / frames == pytest.approx(metrics["psnr_train"], abs=0.01)
+    assert 0.95 <= min(saved["ssim_per_frame"]) and saved["ssim_train"] <= 1.0
+    assert saved["n_static"] + saved["n_dynamic"] == saved["n_gaussians"] and saved["n_nodes"] > 1
+    assert saved["peak_rss_mib"] > 100 and set(saved["stage_seconds"]) >= {"priors", "static", "joint"}
     assert (scene / "preview.png").stat().st_size > 0
     assert json.loads((scene / "model" / "scene.json").read_text())["stage"] == "done"
+
+
+def test_fit_recovers_the_direction_of_both_scenes_of_a_pair(fitted_left_scene, fitted_right_scene):
+    """The direction minimal pair: same seed and layout, the object moves left in one and right in the other."""
+    for synth, scene in (fitted_left_scene, fitted_right_scene):
+        metrics = evaluate_scene(scene, synth)
+        assert metrics["direction_correct"] is True, metrics["objects"]
+        assert metrics["traj_err_rel"] <= 0.05
 
 
 def _short_config(backend: str = "auto") -> FitConfig:
@@ -205,3 +220,12 @@ def test_preview_says_when_there_is_no_feature_field():
     assert (panel > 100).any() and (panel > 100).mean() < 0.2  # text on black, not a blank square
     rgb = feature_pca(torch.randn(96, 128, 8))
     assert rgb.min() == 0 and rgb.max() == 255
+
+
+def test_every_preset_loads_and_auto_follows_the_machine():
+    """A preset with a misspelt key fails here (unknown keys are errors), not in a user's fit."""
+    from recon4d.fit.presets import available, load_preset, resolve_preset
+
+    assert {"cpu-preview", "davis", "quality", "test"} <= set(available())
+    configs = {name: load_preset(name) for name in available()}
+    assert resolve_preset("auto") == configs["davis" if torch.cuda.is_available() else "cpu-preview"]

@@ -258,16 +258,6 @@ def test_seen_centres_hold_a_spinning_object_still_and_follow_a_moving_one(tmp_p
             assert np.linalg.norm((seen[-1] - seen[0]) - travel) < 0.2 * o["bounding_radius"], (seen[-1] - seen[0], travel)
 
 
-@pytest.fixture(scope="session")
-def fitted_right_scene(tmp_path_factory):
-    """The mirror of ``fitted_left_scene``: same seed and layout draws, the object moves right."""
-    from tests.fitted import fitted_scene, synth_scene
-
-    root = tmp_path_factory.mktemp("fitted_right")
-    synth = synth_scene(root / "synth", "--motion", "right", "--seed", "1")
-    return synth, fitted_scene(synth, root / "fit")
-
-
 def test_answerer_on_fitted_direction_pair(fitted_left_scene, fitted_right_scene, tmp_path, capsys):
     from recon4d.commands import answer as answer_command
     from recon4d.grounding import describe_scene

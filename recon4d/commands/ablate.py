@@ -41,7 +41,7 @@ class AblateCommand:
     max_new_tokens_cot: int = 512
     max_new_tokens_do: int = 16
     preset: str = "auto"
-    """Fit preset (configs/fit_<preset>.toml); auto = default on a GPU, cpu-preview otherwise."""
+    """Fit preset (configs/fit_<preset>.toml); auto = davis on a GPU, cpu-preview otherwise."""
     priors: Literal["auto", "gt"] = "auto"
     ray_address: str | None = None
     num_cpus: int | None = None

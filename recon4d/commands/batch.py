@@ -38,7 +38,7 @@ class BatchCommand:
     retries: int = 2
     """Ray task retries of a failing scene before it is marked failed."""
     preset: str = "auto"
-    """configs/fit_<preset>.toml: test, cpu-preview, default, quality; auto = cpu-preview without a GPU."""
+    """configs/fit_<preset>.toml: cpu-preview, davis, quality, test; auto = davis on a GPU, cpu-preview without."""
     priors: Literal["auto", "gt"] = "auto"
     """gt: exact priors from `recon4d synth` scenes' ground truth."""
     teacher: tuple[str, ...] = ()

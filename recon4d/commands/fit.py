@@ -30,14 +30,14 @@ class FitCommand:
     name: str | None = None
     """Scene folder name (default: the input's name)."""
     preset: str = "auto"
-    """configs/fit_<preset>.toml: cpu-preview, default, quality; auto = cpu-preview without a GPU."""
+    """configs/fit_<preset>.toml: cpu-preview, davis, quality, test; auto = davis on a GPU, cpu-preview without."""
     priors: Literal["auto", "gt"] = "auto"
     """gt: exact priors from a `recon4d synth` scene's ground truth (isolates the optimiser)."""
     teacher: tuple[str, ...] = ()
     """Feature teachers to distil (cached in priors/teachers/; built in: patch)."""
     stop_after: Literal["priors", "static", "scaffold", "motion", "joint", "cameras", "settle", "features"] | None = None
     resume: bool = False
-    """Continue from the checkpoint in <scene>/model (otherwise an existing model is refitted)."""
+    """Continue from the checkpoint in <scene>/model (the default when the folder holds one, unless --stop-after is given)."""
     priors_options: tyro.conf.OmitArgPrefixes[PriorOptions] = field(default_factory=PriorOptions)
     """Frames and priors (read when the scene folder has none yet): --fov-deg, --depth, --max-frames ..."""
     config: FitConfig = field(default_factory=FitConfig)
@@ -70,5 +70,7 @@ def main(argv: list[str]) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    print(f"scene: {job.scene_dir}  ({', '.join(f'{k}={v:.3g}' for k, v in metrics.items() if isinstance(v, float))})")
+    if metrics["stage"] == "priors":
+        print(f"priors: {job.scene_dir / 'priors'} (report.json says how good they are); "
+              f"run the same command without --stop-after to fit")
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Literal
 import torch
 
 from recon4d.fit.data import load_scene_data
-from recon4d.fit.losses import psnr
+from recon4d.fit.losses import psnr, ssim
 from recon4d.fit.preprocess import PreprocessConfig, PriorOptions, run_preprocess
 from recon4d.fit.preview import write_preview
 from recon4d.fit.trainer import STAGES, FitConfig, fit_scene
@@ -87,9 +88,25 @@ def ensure_teachers(job: FitJob, log) -> None:
 
 
 @torch.no_grad()
-def training_psnr(scene, data) -> list[float]:
-    return [psnr(rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width,
-                           data.height).features[0, ..., RGB], data.images[t]) for t in range(data.frames)]
+def training_scores(scene, data) -> tuple[list[float], list[float]]:
+    """PSNR and SSIM of every input-camera render against its frame (SSIM: 11-px Gaussian window,
+    the usual evaluation setting, on the same map the loss uses)."""
+    psnrs, ssims = [], []
+    for t in range(data.frames):
+        rgb = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width,
+                        data.height).features[0, ..., RGB].clamp(0, 1)
+        psnrs.append(psnr(rgb, data.images[t]))
+        pair = [x.permute(2, 0, 1)[None] for x in (rgb, data.images[t])]
+        ssims.append(float(ssim(*pair, window=11).mean()))
+    return psnrs, ssims
+
+
+def peak_memory_mib() -> dict[str, float]:
+    """This process's peak resident memory (Linux reports KiB) and, on a GPU, PyTorch's peak allocation."""
+    peak = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if torch.cuda.is_available():
+        peak["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    return peak
 
 
 def run_fit(job: FitJob) -> dict:
@@ -110,7 +127,7 @@ def run_fit(job: FitJob) -> dict:
     scene = trainer.scene.cpu()
     with torch.no_grad():
         data = dataclasses.replace(data, viewmats=trainer.poses.cpu()(data.viewmats))
-    scores = training_psnr(scene, data)
+    psnrs, ssims = training_scores(scene, data)
     mid = data.frames // 2
     with torch.no_grad():
         out = rasterize(*scene.at(mid).as_args(), data.viewmats[mid:mid + 1], data.K[None], data.width, data.height)
@@ -118,14 +135,26 @@ def run_fit(job: FitJob) -> dict:
                   out.alpha[0, ..., 0], out.features[0, ..., LATENT_START:])
     metrics_path = job.scene_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    metrics.update({"psnr_train": sum(scores) / len(scores), "psnr_train_min": min(scores),
+    metrics.update({"psnr_train": sum(psnrs) / len(psnrs), "psnr_train_min": min(psnrs),
+                    "ssim_train": sum(ssims) / len(ssims), "psnr_per_frame": psnrs, "ssim_per_frame": ssims,
                     "stage": trainer.stage, "n_gaussians": trainer.n_gaussians(),
+                    "n_static": len(scene.static), "n_dynamic": len(scene.dynamic), "n_nodes": len(scene.scaffold),
                     "stage_seconds": {"priors": priors_seconds, **trainer.stage_seconds},
-                    "fit_seconds": time.perf_counter() - started})
+                    "fit_seconds": time.perf_counter() - started, **peak_memory_mib()})
     write_json(metrics_path, metrics)
-    log(f"training-view PSNR {metrics['psnr_train']:.2f} dB (min {min(scores):.2f}); "
-        f"preview: {job.scene_dir / 'preview.png'}")
+    _summary(job.scene_dir, metrics, log)
     return metrics
+
+
+def _summary(scene_dir: Path, metrics: dict, log) -> None:
+    """The last lines a user reads: how good, how long, and where everything is."""
+    minutes, seconds = divmod(round(metrics["fit_seconds"]), 60)
+    ended = "done" if metrics["stage"] == "done" else f"stopped before the {metrics['stage']} stage"
+    log(f"{ended} in {minutes} min {seconds:02d} s: training-view PSNR {metrics['psnr_train']:.2f} dB "
+        f"(worst frame {metrics['psnr_train_min']:.2f}), SSIM {metrics['ssim_train']:.3f}; "
+        f"{metrics['n_gaussians']} Gaussians, {metrics['n_nodes']} nodes, peak memory {metrics['peak_rss_mib']:.0f} MiB")
+    log(f"  scene folder: {scene_dir}  (model/scene.safetensors, metrics.json, log.txt)")
+    log(f"  side by side: {scene_dir / 'preview.png'}  (input | render | depth | feature PCA)")
 
 
 __all__ = ["FitJob", "STAGES", "run_fit"]

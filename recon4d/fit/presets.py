@@ -39,9 +39,9 @@ def load_preset(name: str) -> FitConfig:
 
 
 def resolve_preset(name: str) -> FitConfig:
-    """``load_preset``, where ``auto`` means ``default`` on a machine with a GPU and ``cpu-preview`` without."""
+    """``load_preset``, where ``auto`` means ``davis`` on a machine with a GPU and ``cpu-preview`` without."""
     if name == "auto":
         import torch
 
-        name = "default" if torch.cuda.is_available() else "cpu-preview"
+        name = "davis" if torch.cuda.is_available() else "cpu-preview"
     return load_preset(name)

@@ -77,6 +77,12 @@ def _yaw(rot: Tensor) -> float:
     return math.atan2(float(rot[1, 0]), float(rot[0, 0]))
 
 
+def _turned(rots) -> float:
+    """Yaw turned over a clip, summed frame step by frame step. Why not the yaw of the net rotation:
+    after half a turn or more, the net rotation no longer tells clockwise from counter-clockwise."""
+    return sum(_yaw(b @ a.T) for a, b in zip(rots, rots[1:]))
+
+
 @torch.no_grad()
 def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     scene_dir = Path(scene_dir)
@@ -203,20 +209,21 @@ def _trajectories(scene, data, sim: Similarity, gt_dir: Path, ids: Tensor, gt_vi
         errors.append(err.mean())
         fit_disp = cam0_rot @ (fitted[-1, sel].mean(0) - fitted[0, sel].mean(0))
         gt_disp = cam0_rot @ (centres[-1] - centres[0])
-        fit_rot, _ = kabsch(fitted[0, sel], fitted[-1, sel], torch.ones(int(sel.sum())))
-        gt_yaw = _yaw(rots[-1] @ rots[0].T)
+        ones = torch.ones(int(sel.sum()))
+        fit_yaw = _turned([kabsch(fitted[0, sel], fitted[t, sel], ones)[0] for t in range(T)])
+        gt_yaw = _turned(rots)
         if float(gt_disp.norm()) > 0.05 * extent:
             axis = int(torch.argmax(gt_disp[[0, 2]].abs()))
             axis = [0, 2][axis]
             ok = bool(torch.sign(fit_disp[axis]) == torch.sign(gt_disp[axis]))
         elif abs(gt_yaw) > math.radians(15):
-            ok = math.copysign(1, _yaw(fit_rot)) == math.copysign(1, gt_yaw)
+            ok = math.copysign(1, fit_yaw) == math.copysign(1, gt_yaw)
         else:
             ok = float(fit_disp.norm()) < 0.05 * extent
         correct &= ok
         per_object[str(oid)] = {"traj_err_m": float(err.mean()), "direction_correct": ok,
                                 "gt_displacement_cam0": gt_disp.tolist(), "fit_displacement_cam0": fit_disp.tolist(),
-                                "gt_yaw_deg": math.degrees(gt_yaw), "fit_yaw_deg": math.degrees(_yaw(fit_rot))}
+                                "gt_yaw_deg": math.degrees(gt_yaw), "fit_yaw_deg": math.degrees(fit_yaw)}
     mean_err = float(torch.stack(errors).mean()) if errors else float("nan")
     return {"traj_err_m": mean_err, "traj_err_rel": mean_err / extent, "objects": per_object}, bool(correct)
 

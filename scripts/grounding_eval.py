@@ -96,8 +96,9 @@ def main() -> None:
     print(f"\n{'fitted scene':40s} {'psnr_train':>10s} {'psnr_novel':>10s} {'traj_err_rel':>12s}  direction")
     for name, train, novel, traj, direction in fit_rows:
         print(f"{name:40s} {train:10.2f} {novel:10.2f} {traj:12.4f}  {'right' if direction else 'WRONG'}")
+    novel = [r[2] for r in fit_rows if r[2] == r[2]]  # NaN: no novel camera
     print(f"motion direction right in {sum(r[4] for r in fit_rows)}/{len(fit_rows)} scenes; "
-          f"psnr_train min {min(r[1] for r in fit_rows):.2f}, psnr_novel min {min((r[2] for r in fit_rows if r[2] == r[2]), default=float("nan")):.2f}, "
+          f"psnr_train min {min(r[1] for r in fit_rows):.2f}, psnr_novel min {min(novel, default=float('nan')):.2f}, "
           f"traj_err_rel max {max(r[3] for r in fit_rows):.4f}")
     total = [ok for oks in per_kind.values() for ok in oks]
     print("\nper question kind (accuracy, n):")

@@ -8,7 +8,8 @@
   at frame t is the weighted Kabsch fit between the 3D positions (lifted tracks) of
   its nearest dynamic tracks at the reference frame and at t; frames where too few of
   them are visible are carried on from the neighbouring frame by the steps of the
-  tracks visible there (``_chain_unsolved``).
+  tracks visible there (``_chain_unsolved``). The ARAP pairs come from these initial
+  trajectories (``topology.arap_edges``) and are stored with the scaffold.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import Tensor
 from cuda_ext.knn import knn
 from cuda_ext.reference.skin import quat_rotate
 from recon4d.fit.data import SceneData
+from recon4d.fit.topology import arap_edges, farthest_points
 from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
 from recon4d.scene.scaffold import SkinBinding
 
@@ -38,6 +40,10 @@ class InitConfig:
     """Roughly one node per this many dynamic Gaussians."""
     skin_k: int = 8
     tracks_per_node: int = 12
+    arap_k: int = 5
+    """ARAP neighbours per node and level (``topology.arap_edges``)."""
+    arap_levels: int = 3
+    """Levels of the ARAP graph: all nodes, then a quarter as many per level."""
     latent_dim: int = 0
 
 
@@ -64,17 +70,6 @@ def _lift_pixels(data: SceneData, t: int, mask: Tensor, stride: int) -> tuple[Te
     rgb = data.images[t, px[:, 1], px[:, 0]]
     size = d / data.K[0, 0] * stride * 0.6  # about the pixel footprint
     return pts, rgb, size
-
-
-def farthest_points(points: Tensor, m: int) -> Tensor:
-    """Indices of m farthest-point samples (deterministic: starts at the point nearest the centroid)."""
-    m = min(m, len(points))
-    chosen = [int(torch.argmin((points - points.mean(0)).norm(dim=1)))]
-    dist = (points - points[chosen[0]]).norm(dim=1)
-    for _ in range(m - 1):
-        chosen.append(int(torch.argmax(dist)))
-        dist = torch.minimum(dist, (points - points[chosen[-1]]).norm(dim=1))
-    return torch.tensor(chosen)
 
 
 def kabsch(src: Tensor, dst: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
@@ -204,5 +199,6 @@ def initial_scene(data: SceneData, cfg: InitConfig) -> DynamicScene:
         nodes = d_pts[farthest_points(d_pts, m)]
     quats, trans = node_trajectories(data, nodes, ref, cfg)
     scaffold = MotionScaffold(nodes, quats, trans, latent_dim=cfg.latent_dim)
+    scaffold.arap_edges = arap_edges(scaffold.node_positions().detach(), cfg.arap_k, cfg.arap_levels)
     binding = SkinBinding.bind(d_pts if len(d_pts) else nodes[:0], nodes, k=cfg.skin_k)
     return DynamicScene(static, dynamic, scaffold, binding, reference_frame=ref)

@@ -60,12 +60,18 @@ def mask_loss(pred: Tensor, mask: Tensor) -> Tensor:
     return (pred - mask.float()).abs().mean()
 
 
-def arap_loss(positions: Tensor, neighbours: Tensor, ref: int) -> Tensor:
-    """Neighbouring node distances at every frame vs at the reference frame. positions [T,M,3]."""
-    if positions.shape[1] < 2:
+def arap_loss(positions: Tensor, edges: Tensor, ref: int) -> Tensor:
+    """Node-pair distances at every frame vs at the reference frame: positions [T,M,3], edges [E,3]
+    (node i, node j, level) as ``topology.arap_edges`` builds them. The mean change of each level's
+    pairs, summed over levels, so the few long pairs of a coarse level are not drowned by the many
+    short ones."""
+    if len(edges) == 0:
         return positions.sum() * 0
-    d = (positions[:, :, None] - positions[:, neighbours]).norm(dim=-1)  # [T,M,k]
-    return (d - d[ref].detach()[None]).abs().mean()
+    d = (positions[:, edges[:, 0]] - positions[:, edges[:, 1]]).norm(dim=-1)  # [T,E]
+    change = (d - d[ref].detach()[None]).abs().mean(0)  # [E]
+    level = edges[:, 2]
+    per_level = torch.zeros(int(level.max()) + 1, dtype=change.dtype, device=change.device).index_add(0, level, change)
+    return (per_level / torch.bincount(level).clamp(min=1)).sum()
 
 
 def smoothness_loss(positions: Tensor) -> tuple[Tensor, Tensor]:

@@ -31,13 +31,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from cuda_ext.knn import knn
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
 from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
 from recon4d.fit.teachers import FeatureHead, to_grid
+from recon4d.fit.topology import arap_edges
 from recon4d.io.atomic import atomic_path, write_json
 from recon4d.render import rasterize
 from recon4d.scene import DynamicScene
@@ -164,7 +164,6 @@ class Trainer:
         self.stage_seconds: dict[str, float] = {}
         torch.manual_seed(cfg.seed)
         self._mask_distance: Tensor | None = None  # the masks' distance maps, made once when the motion stage needs them
-        self._neighbours: Tensor | None = None  # the ARAP pairs (_node_neighbours)
 
     # ---- set-up -------------------------------------------------------------------------
     def initialise(self) -> None:
@@ -291,7 +290,7 @@ class Trainer:
         if stage in ("scaffold", "joint", "settle") and len(self.scene.dynamic):
             positions = self.scene.scaffold.node_positions() / self.extent  # scale-free scaffold terms
             terms["track"] = w.track * self._track_loss(t)
-            terms["arap"] = w.arap * losses.arap_loss(positions, self._node_neighbours(), self.scene.reference_frame)
+            terms["arap"] = w.arap * losses.arap_loss(positions, self._arap_edges(), self.scene.reference_frame)
             vel, acc = losses.smoothness_loss(positions)
             terms["acc"] = w.acceleration * acc + w.velocity * vel
         total = sum(terms.values())
@@ -300,13 +299,13 @@ class Trainer:
             stats["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
         return total, stats
 
-    def _node_neighbours(self) -> Tensor:
-        """Each node's 5 nearest nodes in the canonical frame (the ARAP pairs), computed once."""
-        if self._neighbours is None or self._neighbours.shape[0] != len(self.scene.scaffold):
-            k = min(6, len(self.scene.scaffold))
-            idx, _ = knn(self.scene.scaffold.node_pos.contiguous(), self.scene.scaffold.node_pos.contiguous(), k)
-            self._neighbours = idx.long()[:, 1:] if k > 1 else idx.long()
-        return self._neighbours
+    def _arap_edges(self) -> Tensor:
+        """The scaffold's ARAP pairs; a scene saved before they were stored gets them from its trajectories."""
+        scaffold = self.scene.scaffold
+        if len(scaffold.arap_edges) == 0 and len(scaffold) > 1:
+            scaffold.arap_edges = arap_edges(scaffold.node_positions().detach(), self.cfg.init.arap_k,
+                                             self.cfg.init.arap_levels)
+        return scaffold.arap_edges
 
     def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, float]]:
         """The ``motion`` stage's terms for frame t (see :mod:`recon4d.fit.motion`); all depend on frame t's
@@ -320,7 +319,7 @@ class Trainer:
         terms = {"silhouette": w.silhouette * motion.silhouette_loss(alpha, mask, self._mask_distance[t]),
                  "rgb": w.rgb * motion.masked_rgb_loss(out.features[0, ..., RGB], d.images[t], mask),
                  "track": w.track * self._track_loss(t),
-                 "arap": w.arap * losses.arap_loss(positions, self._node_neighbours(), 0),
+                 "arap": w.arap * losses.arap_loss(positions, self._arap_edges(), 0),
                  "depth": w.motion_depth * losses.depth_loss(out.depth[0, ..., 0], d.depth[t] * mask, alpha)}
         total = sum(terms.values())
         return total, {k: v.item() for k, v in terms.items()}

@@ -33,6 +33,8 @@ class MotionScaffold(nn.Module):
             offsets = quat_rotate(F.normalize(self.node_quats, dim=-1), self.node_pos) + node_trans.float() - self.node_pos
         self.node_offsets = nn.Parameter(offsets)
         self.latents = nn.Parameter(torch.zeros(node_pos.shape[0], latent_dim))
+        # ARAP pairs [E, 3] (node i, node j, level), set from the initial trajectories (fit.topology)
+        self.register_buffer("arap_edges", torch.zeros(0, 3, dtype=torch.long))
 
     @property
     def frames(self) -> int:

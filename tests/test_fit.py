@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -229,3 +230,12 @@ def test_every_preset_loads_and_auto_follows_the_machine():
     assert {"cpu-preview", "davis", "quality", "test"} <= set(available())
     configs = {name: load_preset(name) for name in available()}
     assert resolve_preset("auto") == configs["davis" if torch.cuda.is_available() else "cpu-preview"]
+
+
+def test_eval_reads_the_sense_of_a_spin_past_half_a_turn():
+    """A 200 deg counter-clockwise spin: its net rotation reads as 160 deg clockwise, the summed steps do not."""
+    from recon4d.eval import _turned, _yaw
+
+    rots = rodrigues_torch(torch.tensor([[0.0, 0.0, math.radians(200.0 * t / 23)] for t in range(24)]))
+    assert math.degrees(_yaw(rots[-1] @ rots[0].T)) == pytest.approx(-160.0, abs=1e-3)
+    assert math.degrees(_turned(rots)) == pytest.approx(200.0, abs=1e-3)

@@ -3,12 +3,18 @@
 Each subcommand lives in ``recon4d/commands/<name>.py`` and exposes ``main(argv)``,
 which builds its typed dataclass config with tyro. Dispatch is by name and imports
 lazily, so ``recon4d --help`` answers instantly without importing torch.
+
+This is the CLI's error boundary (policy in recon4d/errors.py): a UserError is one line and
+exit 2, Ctrl-C exit 130, any other exception one line naming the file that holds its traceback
+and exit 1. tyro's argument errors exit 2 on their own (SystemExit passes through).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from recon4d import errors
 
 # name -> (module under recon4d.commands, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -46,12 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"recon4d: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"recon4d.commands.{COMMANDS[name][0]}")
+    errors.log_tracebacks_to(None)  # each run declares its own scene log
     try:
+        module = importlib.import_module(f"recon4d.commands.{COMMANDS[name][0]}")
         return int(module.main(rest) or 0)
+    except errors.UserError as err:  # from a command whose main has no guard of its own (bench)
+        return errors.user_error(name, err)
     except KeyboardInterrupt:
         print("\nrecon4d: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        return errors.internal_error(name, exc)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon4d.errors import UserError
 from vqa_bridge.extract import LETTERS, NO_ANSWER, normalise
 
 REQUIRED_FIELDS = ("id", "choices", "response", "extracted_answer")
 
 
-class JudgedFileError(ValueError):
+class JudgedFileError(UserError, ValueError):
     """A judged file that cannot be read as a list of graded entries; the message names the file."""
 
 

@@ -21,13 +21,14 @@ import torch
 from safetensors import safe_open
 from torch import Tensor
 
+from recon4d.errors import UserError
 from vqa_bridge.adapters.base import VisionTokens
 
 MODALITIES = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
 VLM_MODALITIES = MODALITIES[:4]  # the ones a VLM answers; ``geometric`` is answered from the trajectories
 
 
-class ShortVideoError(ValueError):
+class ShortVideoError(UserError, ValueError):
     """The video has fewer frames than the evaluation samples."""
 
 

@@ -42,6 +42,8 @@ def _question(entry: object, kinds: dict[str, str]) -> Question:
     missing = [k for k in REQUIRED if k not in entry]
     if missing:
         raise ValueError(f"lacks {', '.join(missing)}")
+    if not isinstance(entry["question"], str) or not entry["question"].strip():
+        raise ValueError(f"question must be a text, got {entry['question']!r}")
     choices = entry["choices"]
     if not isinstance(choices, dict) or not choices or not set(choices) <= set(LETTERS):
         raise ValueError(f"choices must map letters {'/'.join(LETTERS)} to option texts, got {choices!r}")
@@ -51,7 +53,7 @@ def _question(entry: object, kinds: dict[str, str]) -> Question:
     if len(letters) != 1:
         raise ValueError(f"answer {entry['answer']!r} is {'not one' if not letters else 'more than one'} of the choices")
     qid = str(entry["id"])
-    return Question(qid, scene_name(entry["video"]), str(entry["question"]),
+    return Question(qid, scene_name(entry["video"]), entry["question"],
                     {k: str(v) for k, v in choices.items()}, letters[0],
                     kinds.get(qid, str(entry.get("question_type", "unknown"))))
 

@@ -21,10 +21,11 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon4d.errors import UserError
 from recon4d.io.frames import IMAGE_SUFFIXES, VIDEO_SUFFIXES  # what the frames stage reads
 
 
-class InputError(ValueError):
+class InputError(UserError, ValueError):
     """The batch input cannot be turned into a scene list; the message says why."""
 
 

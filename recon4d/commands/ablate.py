@@ -10,7 +10,6 @@ continues where the last run stopped.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ from typing import Literal
 import tyro
 
 from recon4d.commands._args import option_value
+from recon4d.errors import UserError, expected_errors
 from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
 
@@ -53,6 +53,7 @@ class AblateCommand:
     config: FitConfig = field(default_factory=FitConfig)
 
 
+@expected_errors("ablate")
 def main(argv: list[str]) -> int:
     from recon4d.ablate.run import AblationPlan, run_ablation
     from recon4d.batch.runner import BatchOptions
@@ -60,19 +61,15 @@ def main(argv: list[str]) -> int:
 
     missing = [o for o in ("--qa", "--videos") if not option_value(argv, o, "")]
     if missing and not {"-h", "--help"} & set(argv):
-        print(f"recon4d ablate: {' and '.join(missing)} required (see --help)", file=sys.stderr)
-        return 2
+        raise UserError(f"{' and '.join(missing)} required (see --help)")
     try:
         base = resolve_preset(option_value(argv, "--preset", "auto"))
-    except ValueError as exc:
-        print(f"recon4d ablate: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
+        raise UserError(str(exc)) from exc
     cmd = tyro.cli(AblateCommand, args=argv, prog="recon4d ablate",
                    default=dataclasses.replace(AblateCommand(qa=Path("."), videos=Path("."), config=base)))
     if not cmd.qa.is_file() or not cmd.videos.is_dir():
-        print(f"recon4d ablate: --qa must be a question file and --videos a folder ({cmd.qa}, {cmd.videos})",
-              file=sys.stderr)
-        return 2
+        raise UserError(f"--qa must be a question file and --videos a folder ({cmd.qa}, {cmd.videos})")
     batch = BatchOptions(out=cmd.out / "scenes", config=cmd.config, priors=cmd.priors, retries=cmd.retries,
                          gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                          ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, prior_options=cmd.priors_options)
@@ -81,9 +78,8 @@ def main(argv: list[str]) -> int:
                         n_frames=cmd.n_frames, max_new_tokens=(cmd.max_new_tokens_cot, cmd.max_new_tokens_do))
     try:
         files = run_ablation(plan)
-    except (ValueError, RuntimeError) as exc:
-        print(f"recon4d ablate: {exc}", file=sys.stderr)
-        return 2
+    except (ValueError, RuntimeError) as exc:  # a bad question file, an adapter that cannot load, nothing answered
+        raise UserError(str(exc)) from exc
     print(files["md"].read_text())
     print("written: " + ", ".join(str(p) for p in files.values()))
     return 0

@@ -1,8 +1,9 @@
 """`recon4d answer`: answer VLM4D-style questions geometrically from a fitted scene (issue 10).
 
 Writes one JSON record per question (JSONL) and the scene's trajectory description
-beside it; prints per-kind counts and, when the question file carries answers, ends
-with ``accuracy=<fraction>`` ("cannot tell" counts as wrong).
+beside it; prints per-kind counts and ends with ``accuracy=<fraction>`` ("cannot tell"
+counts as wrong). The question file is checked as `recon4d vqa run` checks it: a
+malformed entry is reported by id and skipped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import Path
 
 import tyro
 
+from recon4d.errors import UserError, expected_errors, log_tracebacks_to
+from vqa_bridge.vlm4d import Question, load_questions
+
 
 @dataclass(frozen=True)
 class AnswerConfig:
@@ -24,34 +28,52 @@ class AnswerConfig:
     """Fitted scene folder (with model/, frames/, priors/)."""
     qa: Path
     """VLM4D-format question file (a JSON list); only the entries whose video names this scene
-    (file stem or parent folder equal to the scene's or its source's name) are answered, all when none do."""
+    (as `recon4d vqa run` maps videos to scene folders; or the scene's source) are answered, all when none do."""
     out: Path | None = None
     """JSONL answers (default <scene>/answers.jsonl); the description goes to <out stem>.cues.txt."""
     masks: Path | None = None
     """Instance id masks (Annotations/ folder); default: the input's own, else scaffold clusters."""
 
 
-def _for_scene(entries: list[dict], scene: Path) -> list[dict]:
-    """The entries about this scene's video (a benchmark file holds many videos)."""
+def _questions(qa: Path) -> list[Question]:
+    """The well-formed questions of ``qa``, checked as `recon4d vqa run` checks them: each bad entry is
+    reported by id on stderr and skipped; a file with nothing left to answer is a UserError."""
+    try:
+        questions, problems = load_questions(qa)
+    except OSError as err:  # missing, unreadable
+        raise UserError(f"cannot read question file {qa}: {err.strerror or err}") from err
+    except ValueError as err:  # not JSON, not a list (the message may name the file already)
+        raise UserError(str(err) if str(qa) in str(err) else f"{qa} is not a VLM4D question file: {err}") from err
+    if not questions:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserError(f"{qa} has no question to answer" + (f": {problems[0]}{more}" if problems else ""))
+    for message in problems:
+        print(message, file=sys.stderr)
+    return questions
+
+
+def _for_scene(questions: list[Question], scene: Path) -> list[Question]:
+    """The questions about this scene's video (a benchmark file holds many videos)."""
     from recon4d.fit.data import frames_info
 
     names = {scene.name, Path(str(frames_info(scene).get("source", ""))).name}
-    mine = [e for e in entries if {Path(str(e.get("video", ""))).stem, Path(str(e.get("video", ""))).parent.name} & names]
-    return mine or entries
+    return [q for q in questions if q.scene in names] or questions
 
 
+def _entry(q: Question) -> dict:
+    """The VLM4D entry the answerer reads, rebuilt from a checked question (the answer as its choice's text)."""
+    return {"id": q.id, "question": q.question, "choices": q.choices, "answer": q.choices[q.answer]}
+
+
+@expected_errors("answer")
 def main(argv: list[str]) -> int:
     cfg = tyro.cli(AnswerConfig, args=argv, prog="recon4d answer")
-    from recon4d.fit.data import MissingStageError
     from recon4d.grounding import answer_file
     from recon4d.io.atomic import atomic_path
 
-    entries = _for_scene(json.loads(Path(cfg.qa).read_text()), Path(cfg.scene))
-    try:
-        records, cues = answer_file(cfg.scene, entries, cfg.masks)
-    except MissingStageError as err:
-        print(f"recon4d answer: {err}", file=sys.stderr)
-        return 2
+    log_tracebacks_to(Path(cfg.scene) / "log.txt")
+    questions = _for_scene(_questions(Path(cfg.qa)), Path(cfg.scene))
+    records, cues = answer_file(cfg.scene, [_entry(q) for q in questions], cfg.masks)
     out = cfg.out or Path(cfg.scene) / "answers.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
@@ -64,11 +86,7 @@ def main(argv: list[str]) -> int:
         by_kind[r["kind"]].append(r)
     for kind, rs in sorted(by_kind.items()):
         told = sum(r["letter"] is not None for r in rs)
-        right = sum(bool(r.get("correct")) for r in rs)
-        scored = f", {right} right" if any("correct" in r for r in rs) else ""
-        print(f"{kind}: {len(rs)} questions, {told} answered{scored}")
+        print(f"{kind}: {len(rs)} questions, {told} answered, {sum(r['correct'] for r in rs)} right")
     print(f"wrote {out}")
-    scored = [r for r in records if "correct" in r]
-    if scored:
-        print(f"accuracy={sum(r['correct'] for r in scored) / len(scored):.4f}")
+    print(f"accuracy={sum(r['correct'] for r in records) / len(records):.4f}")
     return 0

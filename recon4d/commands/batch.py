@@ -10,7 +10,6 @@ scenes. The fit schedule is the same as ``recon4d fit``'s: ``--preset`` plus any
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ from typing import Literal
 import tyro
 
 from recon4d.commands._args import option_value
+from recon4d.errors import UserError, expected_errors
 from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
 
@@ -52,27 +52,21 @@ class BatchCommand:
     config: FitConfig = field(default_factory=FitConfig)
 
 
+@expected_errors("batch")
 def main(argv: list[str]) -> int:
-    from recon4d.batch.inputs import InputError, discover
+    from recon4d.batch.inputs import discover
     from recon4d.batch.runner import BatchOptions, run_batch
     from recon4d.fit.presets import resolve_preset
 
     if not {"-h", "--help"} & set(argv) and not option_value(argv, "--inputs", ""):
-        print("recon4d batch: --inputs is required (a folder of videos or sequences, or a .txt/.csv list)",
-              file=sys.stderr)
-        return 2
+        raise UserError("--inputs is required (a folder of videos or sequences, or a .txt/.csv list)")
     try:
         base = resolve_preset(option_value(argv, "--preset", "auto"))
-    except ValueError as exc:
-        print(f"recon4d batch: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
+        raise UserError(str(exc)) from exc
     defaults = BatchCommand(inputs=Path("."), config=base)
     cmd = tyro.cli(BatchCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d batch")
-    try:
-        specs = discover(cmd.inputs)
-    except InputError as exc:
-        print(f"recon4d batch: {exc}", file=sys.stderr)
-        return 2
+    specs = discover(cmd.inputs)
     opts = BatchOptions(out=cmd.out, config=cmd.config, priors=cmd.priors, teachers=cmd.teacher,
                         retries=cmd.retries, gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                         ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, vlm=cmd.vlm, vlm_path=cmd.vlm_path,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import tyro
 
+from recon4d.errors import expected_errors, log_tracebacks_to
+
 
 @dataclass
 class EvalCommand:
@@ -18,16 +20,13 @@ class EvalCommand:
     """The `recon4d synth` scene it came from (default: the source recorded in frames.json)."""
 
 
+@expected_errors("eval")
 def main(argv: list[str]) -> int:
     from recon4d.eval import evaluate_scene
-    from recon4d.fit.data import MissingStageError
 
     cmd = tyro.cli(EvalCommand, args=argv, prog="recon4d eval")
-    try:
-        metrics = evaluate_scene(cmd.scene, cmd.gt)
-    except MissingStageError as exc:
-        print(f"recon4d eval: {exc}", file=sys.stderr)
-        return 2
+    log_tracebacks_to(cmd.scene / "log.txt")
+    metrics = evaluate_scene(cmd.scene, cmd.gt)
     for key in ("psnr_train", "psnr_novel", "traj_err_rel", "direction_correct", "feat_cos"):
         if key in metrics:
             print(f"{key}={metrics[key]}")

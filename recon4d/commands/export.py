@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import sys
-
 import tyro
 
+from recon4d.errors import UserError, expected_errors, log_tracebacks_to
 from recon4d.export.job import ExportJob
 
 
+@expected_errors("export")
 def main(argv: list[str]) -> int:
     from recon4d.export.job import run_export
-    from recon4d.fit.data import MissingStageError
 
     job = tyro.cli(ExportJob, args=argv, prog="recon4d export")
+    log_tracebacks_to(job.scene / "log.txt")
     try:
         run_export(job)
-    except (MissingStageError, ValueError) as exc:
-        print(f"recon4d export: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # a bad --frames for this scene
+        raise UserError(str(exc)) from exc
     return 0

@@ -9,7 +9,6 @@ every FitConfig field can be overridden on the command line (``--config.steps.jo
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -17,6 +16,7 @@ from typing import Literal
 import tyro
 
 from recon4d.commands._args import option_value
+from recon4d.errors import UserError, expected_errors, log_tracebacks_to
 from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
 
@@ -43,33 +43,26 @@ class FitCommand:
     config: FitConfig = field(default_factory=FitConfig)
 
 
+@expected_errors("fit")
 def main(argv: list[str]) -> int:
-    from recon4d.fit.data import MissingStageError
     from recon4d.fit.pipeline import FitJob, run_fit
     from recon4d.fit.presets import resolve_preset
 
     try:
         base = resolve_preset(option_value(argv, "--preset", "auto"))
-    except ValueError as exc:
-        print(f"recon4d fit: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
+        raise UserError(str(exc)) from exc
     defaults = FitCommand(video=Path("."), config=base)
     cmd = tyro.cli(FitCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d fit")
     if not cmd.video.exists():
-        print(f"recon4d fit: input {cmd.video} does not exist", file=sys.stderr)
-        return 2
+        raise UserError(f"input {cmd.video} does not exist")
     name = cmd.name or (cmd.video.stem if cmd.video.is_file() else cmd.video.resolve().name)
     job = FitJob(scene_dir=cmd.out / name, source=cmd.video, config=cmd.config, priors=cmd.priors,
                  teachers=cmd.teacher, stop_after=cmd.stop_after, resume=cmd.resume, options=cmd.priors_options)
+    log_tracebacks_to(job.scene_dir / "log.txt")
     if not cmd.resume and (job.scene_dir / "model" / "scene.json").exists() and cmd.stop_after is None:
         job.resume = True  # the folder is a cache: re-running continues (use a new --name to refit)
-    try:
-        metrics = run_fit(job)
-    except MissingStageError as exc:
-        print(f"recon4d fit: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    metrics = run_fit(job)
     if metrics["stage"] == "priors":
         print(f"priors: {job.scene_dir / 'priors'} (report.json says how good they are); "
               f"run the same command without --stop-after to fit")

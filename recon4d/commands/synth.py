@@ -6,29 +6,25 @@ any other flag overrides them. Bad arguments end with one clear line and exit 2.
 
 from __future__ import annotations
 
-import sys
 import time
 
 import tyro
 
 from recon4d.commands._args import option_value
-from recon4d.synth.config import PRESETS, SynthConfig, SynthError
+from recon4d.errors import UserError, expected_errors
+from recon4d.synth.config import PRESETS, SynthConfig
 
 
+@expected_errors("synth")
 def main(argv: list[str]) -> int:
     name = option_value(argv, "--preset", "tiny")
     if name not in PRESETS:
-        print(f"recon4d synth: unknown preset {name!r}; choose from: {', '.join(PRESETS)}", file=sys.stderr)
-        return 2
+        raise UserError(f"unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
     cfg = tyro.cli(SynthConfig, default=PRESETS[name], args=argv, prog="recon4d synth")
     from recon4d.synth.pipeline import generate
 
     start = time.perf_counter()
-    try:
-        reports = generate(cfg, progress=True)
-    except SynthError as err:
-        print(f"recon4d synth: {err}", file=sys.stderr)
-        return 2
+    reports = generate(cfg, progress=True)
     for r in reports:
         print(f"{r.path}: {cfg.frames} frames {cfg.size[0]}x{cfg.size[1]}, {r.gaussians} Gaussians, "
               f"{r.questions} questions, rendering {r.render_s:.1f}s ({r.render_s / cfg.frames * 1000:.0f} ms/frame), "

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
+
+from recon4d.errors import UserError, expected_errors, log_tracebacks_to
 
 
 @dataclass
@@ -18,22 +19,18 @@ class ViewCommand:
     """Interface to bind; 127.0.0.1 keeps the scene on this machine (0.0.0.0 shares it on the network)."""
 
 
+@expected_errors("view")
 def main(argv: list[str]) -> int:
-    from recon4d.fit.data import MissingStageError
     from recon4d.render.fitted import load_fitted
     from recon4d.viewer.app import serve
 
     cmd = tyro.cli(ViewCommand, args=argv, prog="recon4d view")
-    try:
-        fitted = load_fitted(cmd.scene)
-    except MissingStageError as exc:
-        print(f"recon4d view: {exc}", file=sys.stderr)
-        return 2
+    log_tracebacks_to(cmd.scene / "log.txt")
+    fitted = load_fitted(cmd.scene)
     try:
         serve(fitted, cmd.host, cmd.port, log=lambda msg: print(msg, flush=True))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C is how a viewer is stopped
         return 0
     except OSError as exc:  # port in use, host not local
-        print(f"recon4d view: cannot serve on {cmd.host}:{cmd.port}: {exc}", file=sys.stderr)
-        return 2
+        raise UserError(f"cannot serve on {cmd.host}:{cmd.port}: {exc}") from exc
     return 0

@@ -15,6 +15,8 @@ from typing import Literal
 
 import tyro
 
+from recon4d.errors import UserError, expected_errors, log_tracebacks_to
+
 STEPS = {
     "extract-eval": "score the answer extractor against VLM4D's judge-graded outputs",
     "run": "answer VLM4D questions from raw video, global-view video or the feature field",
@@ -32,17 +34,17 @@ class ExtractEvalConfig:
     """Also print up to this many disagreeing responses per file."""
 
 
+@expected_errors("vqa extract-eval")
 def extract_eval(config: ExtractEvalConfig) -> int:
     """One row per model file (model, mode, n, agreement), then `agreement=<fraction>` over all entries."""
     from vqa_bridge.extract import explain_answer, extract_answer
-    from vqa_bridge.judged import JudgedFileError, judged_files, score_file
+    from vqa_bridge.judged import judged_files, score_file
 
     try:
         files = judged_files(list(config.judged))
-        scores = [score_file(path, extract_answer) for path in files]
-    except (FileNotFoundError, JudgedFileError) as err:
-        print(f"recon4d vqa extract-eval: {err}", file=sys.stderr)
-        return 2
+    except FileNotFoundError as err:  # no judged folder, or none with files
+        raise UserError(str(err)) from err
+    scores = [score_file(path, extract_answer) for path in files]
     width = max(len(s.model) for s in scores)
     print(f"{'model':<{width}}  mode  {'n':>5}  agreement")
     for s in scores:
@@ -72,17 +74,18 @@ class ExtractConfig:
     """Local checkpoint directory (or hub id, if online) for the real models."""
 
 
+@expected_errors("vqa extract")
 def extract(config: ExtractConfig) -> int:
     from vqa_bridge.adapters import load_adapter
     from vqa_bridge.modalities import read_frames
     from vqa_bridge.teacher import extract_teacher, write_teacher_file
 
+    log_tracebacks_to(config.scene / "log.txt")
     try:
         frames = read_frames(config.scene)
         adapter = load_adapter(config.model, config.model_path, vision_only=True)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"recon4d vqa extract: {err}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, ValueError) as err:  # no frames yet, an unknown model, no --model-path
+        raise UserError(str(err)) from err
     features, cls = extract_teacher(adapter, frames)
     path = write_teacher_file(config.scene, adapter.teacher_name, features, cls)
     print(f"{path}: features {list(features.shape)}" + (f", cls {list(cls.shape)}" if cls is not None else ""))
@@ -117,6 +120,7 @@ class RunConfig:
     """Token budget of a direct-output answer."""
 
 
+@expected_errors("vqa run")
 def run(config: RunConfig) -> int:
     from vqa_bridge.adapters import Generation, load_adapter
     from vqa_bridge.evaluate import run_vlm4d
@@ -127,9 +131,8 @@ def run(config: RunConfig) -> int:
                             config.prompt, config.n_frames,
                             Generation(config.max_new_tokens_cot, config.max_new_tokens_do),
                             log=lambda m: print(m, file=sys.stderr))
-    except (FileNotFoundError, ValueError) as err:
-        print(f"recon4d vqa run: {err}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, ValueError) as err:  # a missing or malformed question file, a model that cannot load
+        raise UserError(str(err)) from err
     print(outcome.summary)
     print(f"answered {outcome.answered}, already done {outcome.skipped_done}, problems {len(outcome.problems)}; "
           f"results in {config.out}")

@@ -17,11 +17,12 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
+from recon4d.errors import UserError
 from recon4d.fit.cameras import refined_viewmats
 from recon4d.priors.depth import SparseDepth, objects_at_contact_depth
 
 
-class MissingStageError(RuntimeError):
+class MissingStageError(UserError, RuntimeError):
     """A scene folder lacks the output of an earlier stage; the message says how to make it."""
 
 

@@ -286,15 +286,23 @@ class SceneTracks:
 
 
 def load_tracks(scene_dir, masks=None) -> SceneTracks:
-    """Fit-side trajectories of every object in the fitted scene at ``scene_dir`` (no ground truth read)."""
+    """Fit-side trajectories of every object in the fitted scene at ``scene_dir`` (no ground truth read).
+
+    A folder without ``model/scene.json`` is a MissingStageError that says what to run.
+    """
     import torch
 
-    from recon4d.fit.data import load_scene_data
+    from recon4d.fit.data import MissingStageError, frames_info, load_scene_data
     from recon4d.grounding.objects import find_objects
     from recon4d.scene.state import load_scene
 
-    scene, _, _ = load_scene(Path(scene_dir) / "model")
-    data = load_scene_data(Path(scene_dir))
+    scene_dir = Path(scene_dir)
+    if not (scene_dir / "model" / "scene.json").is_file():
+        source = frames_info(scene_dir).get("source", "<input>")
+        raise MissingStageError(f"{scene_dir} is not a fitted scene (no model/scene.json); fit it first with "
+                                f"`recon4d fit --video {source} --out {scene_dir.parent} --name {scene_dir.name}`")
+    scene, _, _ = load_scene(scene_dir / "model")
+    data = load_scene_data(scene_dir)
     ref = int(getattr(scene, "reference_frame", 0))
     with torch.no_grad():
         dyn = np.stack([scene.at(t, include_static=False).means.numpy() for t in range(scene.frames)]).astype(np.float64)
@@ -306,7 +314,7 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
         up /= np.linalg.norm(up)
     else:
         up, up_source = estimate_up(static, viewmats[0])
-    objects, how = find_objects(scene, data, Path(scene_dir), dyn, up, masks)
+    objects, how = find_objects(scene, data, scene_dir, dyn, up, masks)
     tracks = [track_object(o, dyn, opacities, ref, viewmats, up) for o in objects]
     global_viewmat, note = global_frame(scene, data)
     return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how)

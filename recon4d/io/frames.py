@@ -31,6 +31,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
+from recon4d.errors import UserError
 from recon4d.io.atomic import write_json
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".avi", ".webm", ".mkv", ".m4v"}
@@ -39,7 +40,7 @@ HUGE_LONG_SIDE = 1920  # above this a source counts as "huge" and the downscale 
 DEFAULT_FPS = 24.0  # image folders carry no frame rate; DAVIS is 24 fps
 
 
-class IngestError(ValueError):
+class IngestError(UserError, ValueError):
     """A bad input for the frames stage, with a message that says what to change."""
 
 
@@ -239,7 +240,7 @@ def _write_frames(frames, total, tmp: Path, opt: IngestOptions, mask_files: list
                 warnings.warn(f"huge input {w}x{h}: frames are downscaled to {size[0]}x{size[1]} while streaming",
                               stacklevel=3)
         elif (w, h) != src_size:
-            raise IngestError(f"frame {i} is {w}x{h} but the first frame is {src_size[0]}x{src_size[1]}; "
+            raise IngestError(f"{source}: frame {i} is {w}x{h} but the first frame is {src_size[0]}x{src_size[1]}; "
                               "all frames must have the same size")
         n = len(indices)
         small = rgb if size == (w, h) else cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from recon4d.errors import UserError
+
 # Scripted object motions. Directions are from the first frame's camera;
 # follow_* heads follow_offset_deg to the left/right of object 1's heading.
 MOTIONS = (
@@ -45,7 +47,7 @@ PAIR_FACTORS: dict[str, tuple[tuple[str, str], int]] = {
 MAX_OBJECTS = 3
 
 
-class SynthError(ValueError):
+class SynthError(UserError, ValueError):
     """A bad ``recon4d synth`` argument, with a message that says what to change."""
 
 

@@ -58,10 +58,18 @@ import torch
 from scipy.optimize import least_squares
 from scipy.sparse import coo_matrix, csr_matrix
 
+from recon4d.errors import UserError
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
+from recon4d.priors.camera_sanity import implausibility
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 DEFAULT_FOV_DEG = 55.0  # only used when the focal cannot be observed (static camera) and none is given
+WHAT_TO_TRY = ("pass --fov-deg if the field of view is known, --masks with the moving objects' masks, "
+               "or a shorter part of the video (--start/--end)")
+
+
+class CameraSolveError(UserError, RuntimeError):
+    """No believable camera could be solved from the video's tracks."""
 
 
 @dataclass
@@ -163,7 +171,8 @@ class CameraSolver:
         usable = candidate & (vis.sum(0) >= 3)
         motion = _track_motion(xy, vis)
         if usable.sum() < 8:
-            raise RuntimeError(f"camera: only {usable.sum()} usable static tracks; the video is too short or textureless")
+            raise CameraSolveError(f"camera: only {usable.sum()} usable static tracks (the video is too short or "
+                                   f"textureless); {WHAT_TO_TRY}")
         if np.median(motion[usable]) < opt.static_px:
             return self._static(T, W, H, usable, motion)
         sel = _subsample(np.flatnonzero(usable), xy, vis, opt.max_ba_tracks, W, H)
@@ -183,15 +192,25 @@ class CameraSolver:
                 return self._init(prob, f, view, None)
             return self._init(prob, f, *chained)
 
-        if rotation:
-            best = self._solve_from(lambda f: start(f, None), problem, prob, P, usable, motion, info, True)
-        else:
-            judge = judge or (lambda cam: cam.info["reproj_px_median"])
-            solved = {name: self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable, motion, info, False)
-                      for name, e in ESSENTIAL_ESTIMATORS.items()}
-            scores = {name: float(judge(cam)) for name, cam in solved.items()}
-            best = solved[min(scores, key=scores.get)]
-            best.info["start_scores"] = scores
+        def candidates(as_rotation: bool) -> list[CameraResult]:
+            """The solves of one motion model, the judge's choice first."""
+            if as_rotation:
+                return [self._solve_from(lambda f: start(f, None), problem, prob, P, usable, motion, info, True)]
+            scorer = judge or (lambda cam: cam.info["reproj_px_median"])
+            solved = {name: self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable, motion, info,
+                                             False) for name, e in ESSENTIAL_ESTIMATORS.items()}
+            scores = {name: float(scorer(cam)) for name, cam in solved.items()}
+            for cam in solved.values():
+                cam.info["start_scores"] = scores
+            return [solved[name] for name in sorted(scores, key=scores.get)]
+
+        # the chosen model's solves first; the other model only when none of them is believable
+        rejected: list[str] = []
+        best = _first_plausible(candidates(rotation), xy, vis, rejected) \
+            or _first_plausible(candidates(not rotation), xy, vis, rejected)
+        if best is None:
+            raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {WHAT_TO_TRY}")
+        best.info["rejected_solves"] = rejected
         if not best.focal_observed:
             warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "
                           "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=2)
@@ -460,6 +479,18 @@ def _sharp_minimum(search: dict, contrast: float) -> bool:
     best = search[fovs[i]]
     nbrs = [search[fovs[k]] for k in (i - 1, i + 1) if 0 <= k < len(fovs)]
     return bool(nbrs) and min(nbrs) > (1 + contrast) * best
+
+
+def _first_plausible(cams: list[CameraResult], xy: np.ndarray, vis: np.ndarray,
+                     rejected: list[str]) -> CameraResult | None:
+    """The first of ``cams`` that :func:`~recon4d.priors.camera_sanity.implausibility` accepts; the
+    reasons of those it refuses go to ``rejected``."""
+    for cam in cams:
+        why = implausibility(cam, xy, vis)
+        if why is None:
+            return cam
+        rejected.append(f"{cam.motion_type} camera: {why}")
+    return None
 
 
 def _track_motion(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:

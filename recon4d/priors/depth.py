@@ -173,7 +173,8 @@ class SparseDepth:
 def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.ndarray,
                  xy: np.ndarray, vis: np.ndarray, progress: bool = False) -> np.ndarray:
     """``[T, H, W]`` depth interpolated between the world ``points [P, 3]`` of the tracks seen in each frame
-    (all points where a frame sees fewer than 4); constant 1 when fewer than 4 points are known."""
+    (all points where a frame sees fewer than 4); a frame with fewer than 4 points in front of it takes the
+    depth of the nearest frame that has them; constant 1 when no frame has."""
     T, H, W = shape
     ok = np.isfinite(points).all(1)
     out = np.ones((T, H, W), np.float32)
@@ -183,6 +184,7 @@ def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.n
     # interpolate on a grid 4x coarser (the result is smooth anyway), then upsample: 16x fewer queries
     h, w = max(2, H // 4), max(2, W // 4)
     gy, gx = (np.mgrid[0:h, 0:w] + 0.5) * [[[H / h]], [[W / w]]]
+    solved = np.zeros(T, bool)
     for t in tqdm(range(T), desc="depth (sparse)", disable=not progress, leave=False):
         sel = ok & vis[t]
         if sel.sum() < 4:
@@ -190,11 +192,21 @@ def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.n
         cam = points[sel] @ viewmats[t, :3, :3].T + viewmats[t, :3, 3]
         z = cam[:, 2]
         front = z > 1e-6
+        if front.sum() < 4:
+            continue
         uv = xy[t, sel][front]
         inv = 1.0 / z[front]
         # interpolate inverse depth (far points have little weight); nearest outside the hull
         inv_map = cv2.resize(interpolate(uv, inv, gx, gy).astype(np.float32), (W, H), interpolation=cv2.INTER_LINEAR)
         out[t] = 1.0 / np.maximum(inv_map, 1e-6)
+        solved[t] = True
+    if not solved.any():
+        warnings.warn("depth: no frame sees 4 triangulated points in front of it: fallback depth is constant",
+                      stacklevel=2)
+        return np.ones((T, H, W), np.float32)
+    have = np.flatnonzero(solved)
+    for t in np.flatnonzero(~solved):
+        out[t] = out[have[np.abs(have - t).argmin()]]
     return out
 
 

@@ -50,17 +50,18 @@ class PoseRefinement(nn.Module):
         correction[:, :3, 3] = d[:, 3:].to(viewmats.dtype)
         return correction @ viewmats
 
-    def save(self, model_dir: Path, K: Tensor, base_viewmats: Tensor) -> None:
+    def save(self, path: Path, K: Tensor, base_viewmats: Tensor, checkpoint: str) -> None:
+        """Write the corrections and the refined cameras to ``path``, tagged with the ``checkpoint`` they belong to."""
         with torch.no_grad():
             refined = self(base_viewmats)
-        write_json(Path(model_dir) / CAMERAS_FILE, {
+        write_json(path, {
             "K": K.cpu().tolist(), "viewmats": refined.cpu().tolist(),
-            "delta": self.delta.detach().cpu().tolist(),
+            "delta": self.delta.detach().cpu().tolist(), "checkpoint": checkpoint,
             "why": "the priors' cameras (priors/camera.json) after photometric refinement during the fit",
         })
 
-    def load(self, model_dir: Path) -> None:
-        path = Path(model_dir) / CAMERAS_FILE
+    def load(self, path: Path) -> None:
+        """Read the corrections saved at ``path`` (none there: keep zero)."""
         if path.exists():
             delta = torch.tensor(json.loads(path.read_text())["delta"], dtype=self.delta.dtype)
             with torch.no_grad():

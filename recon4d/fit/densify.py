@@ -44,6 +44,19 @@ class Densifier:
         self.grad_sum: Tensor | None = None
         self.count: Tensor | None = None
 
+    def state_dict(self) -> dict[str, Tensor]:
+        """The gradient statistics gathered since the last refinement, for a checkpoint.
+
+        Why: when a checkpoint between two refinements dropped them, the resumed run
+        refined on the statistics of the steps since the checkpoint only, and grew
+        another scene (tiny synth scene killed at joint step 50 of 150, refining every
+        20: 5381 Gaussians and 41.28 dB after the resume instead of 5724 and 41.36).
+        """
+        return {} if self.grad_sum is None else {"grad_sum": self.grad_sum, "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.grad_sum, self.count = state.get("grad_sum"), state.get("count")
+
     def observe_and_refine(self, scene: DynamicScene, render, step: int, stage_steps: int) -> bool:
         """Accumulate statistics from the last backward; refine when due. True if shapes changed."""
         cfg = self.cfg

@@ -9,17 +9,20 @@ Stages, in order (each a number of steps; 0 skips it):
   settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
   features  latents and decoder heads distilled from the teachers (geometry frozen)
 
-A checkpoint (scene + optimiser + RNG + stage/step) is written every
-``checkpoint_every`` steps, at every stage end and on Ctrl-C, atomically; ``resume``
-continues from it exactly. A non-finite loss or parameter rolls the run back to the
-last checkpoint with the learning rate halved, and says so.
+A checkpoint (scene + cameras + optimiser + densification statistics + RNG + stage/step)
+is written every ``checkpoint_every`` steps, at every stage end and on Ctrl-C, its files
+together (``Trainer.save``); ``resume`` continues from it exactly, even after a kill -9.
+A non-finite loss or parameter rolls the run back to the last checkpoint with the
+learning rate halved, and says so.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import secrets
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -28,22 +31,24 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from recon4d.errors import UserError
 from recon4d.fit import losses, motion
-from recon4d.fit.cameras import PoseRefinement
+from recon4d.fit.cameras import CAMERAS_FILE, PoseRefinement
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
 from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
 from recon4d.fit.teachers import FeatureHead, to_grid
 from recon4d.fit.topology import arap_edges
-from recon4d.io.atomic import atomic_path, write_json
+from recon4d.io.atomic import atomic_group, staged_path
 from recon4d.render import rasterize
 from recon4d.scene import DynamicScene
 from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
-from recon4d.scene.state import load_scene, save_scene
+from recon4d.scene.state import SCENE_META, SCENE_TENSORS, load_scene, tensors_checkpoint, write_scene
 
 STAGES = ("static", "scaffold", "motion", "joint", "cameras", "settle", "features")
 FINAL_LR = 0.01  # the rate of positions and node transforms at the end of a stage, relative to its start
@@ -109,6 +114,58 @@ class FitConfig:
 
 class NonFiniteError(RuntimeError):
     pass
+
+
+class CheckpointError(UserError, RuntimeError):
+    """The parts of a checkpoint come from different saves, and no staged part can make them whole."""
+
+
+CHECKPOINT_FILES = ("optimizer.pt", CAMERAS_FILE, SCENE_TENSORS, SCENE_META)
+"""The parts of a checkpoint, in the order ``Trainer.save`` renames them into place: scene.json, whose presence
+says that a checkpoint exists (``fit_scene``, ``recon4d fit``), last."""
+
+
+def _checkpoint_of(path: Path) -> str | None:
+    """The checkpoint id a scene.safetensors, scene.json or cameras.json was saved with (None: saved without
+    one, by a version before the ids, or no such file: checkpoints older still had no cameras.json)."""
+    if not path.exists():
+        return None
+    if path.suffix == ".safetensors":
+        return tensors_checkpoint(path)
+    return json.loads(path.read_text()).get("checkpoint")
+
+
+def _staged_checkpoint_of(path: Path) -> str | None:
+    """``_checkpoint_of`` the staged version of ``path``; None also for the truncated tensors of a save
+    killed while it wrote them (json files are staged atomically: never truncated)."""
+    try:
+        return _checkpoint_of(staged_path(path))
+    except SafetensorError:
+        return None
+
+
+def _complete_checkpoint(model_dir: Path, newest: str | None) -> None:
+    """Make the checkpoint in ``model_dir`` whole: finish the renames of a save that a kill interrupted, or
+    raise ``CheckpointError``. ``newest`` is the id in optimizer.pt, the part renamed first.
+
+    Why finish the newer save rather than fall back to the older one: the renames start
+    only once every part is written whole to its staged name, so parts that disagree
+    mean that the newer checkpoint is complete on disk, some parts in place and the
+    others staged, while the older one has already lost the parts that were replaced.
+    Parts that disagree with no staged part to match (a fresh fit killed while staging
+    over a split checkpoint, files copied by hand) leave nothing consistent: that is an
+    error saying so, not a resume from a mix of two steps.
+    """
+    for name in CHECKPOINT_FILES[1:]:
+        path = model_dir / name
+        found = _checkpoint_of(path)
+        if found == newest:
+            continue
+        if _staged_checkpoint_of(path) != newest:
+            raise CheckpointError(f"the checkpoint in {model_dir} mixes two saves ({CHECKPOINT_FILES[0]}: {newest}, "
+                                  f"{name}: {found}) and no staged {name} completes it; delete {model_dir} to fit "
+                                  f"from the start")
+        os.replace(staged_path(path), path)
 
 
 def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefinement, stage: str, extent: float,
@@ -184,28 +241,51 @@ class Trainer:
         self.poses.to(self.device)
 
     def _setup_stage(self) -> None:
-        groups = _stage_params(self.scene, self.heads, self.poses, self.stage, self.extent, self.lr,
-                               self.cfg.camera_lr * self.lr, self.cfg.camera_stage_lr)
-        self.optimizer = torch.optim.Adam(groups, eps=1e-15)
+        self._new_optimizer()
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
 
+    def _new_optimizer(self) -> None:
+        groups = _stage_params(self.scene, self.heads, self.poses, self.stage, self.extent, self.lr,
+                               self.cfg.camera_lr * self.lr, self.cfg.camera_stage_lr)
+        self.optimizer = torch.optim.Adam(groups, eps=1e-15)
+
     # ---- checkpoints --------------------------------------------------------------------
     def save(self, note: str = "") -> None:
+        """Write a checkpoint: everything a step reads that the steps before it changed.
+
+        The parts (``CHECKPOINT_FILES``) are written to staged names, then renamed into
+        place (``atomic_group``), all tagged with one checkpoint id: stage, step and a
+        random part that tells apart two saves at the same step (a fit started afresh in
+        the same folder). ``load`` checks the ids and completes a save split by a kill.
+        """
+        checkpoint = f"{self.stage}/{self.step}/{secrets.token_hex(4)}"
         meta = {"stage": self.stage, "step": self.step, "lr_scale": self.lr, "config": asdict(self.cfg),
                 "extent": self.extent, "history": self.history[-50:], "stage_seconds": self.stage_seconds,
                 "versions": {"torch": torch.__version__},
-                "complete": self.stage == "done", "note": note}
-        save_scene(self.model_dir, self.scene, self.heads, meta)
-        self.poses.save(self.model_dir, self.data.K, self.data.viewmats)
-        with atomic_path(self.model_dir / "optimizer.pt") as tmp:
-            torch.save({"optimizer": self.optimizer.state_dict(),
-                        "torch_rng": torch.get_rng_state()}, tmp)
+                "complete": self.stage == "done", "note": note, "checkpoint": checkpoint}
+        parts = [self.model_dir / name for name in CHECKPOINT_FILES]
+        with atomic_group(parts) as (state, cameras, tensors, scene_meta):
+            torch.save({"checkpoint": checkpoint, "optimizer": self.optimizer.state_dict(),
+                        "densifier": self.densifier.state_dict(), **self._rng_states()}, state)
+            self.poses.save(cameras, self.data.K, self.data.viewmats, checkpoint)
+            write_scene(tensors, scene_meta, self.scene, self.heads, meta)
+
+    def _rng_states(self) -> dict[str, Tensor]:
+        """The generators a step may draw from (the split offsets of densification): the CPU's and, when the
+        fit runs on a GPU, the device's, since the offsets are drawn where the Gaussians are."""
+        states = {"torch_rng": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            states["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        return states
 
     def load(self) -> None:
+        """Continue from the checkpoint in ``model_dir``, first made whole (``_complete_checkpoint``)."""
+        state = torch.load(self.model_dir / CHECKPOINT_FILES[0], weights_only=False)
+        _complete_checkpoint(self.model_dir, state.get("checkpoint"))
         self.scene, self.heads, meta = load_scene(self.model_dir)
         self.poses = PoseRefinement(self.data.frames)
-        self.poses.load(self.model_dir)
+        self.poses.load(self.model_dir / CAMERAS_FILE)
         self._to_device()
         self.stage, self.step, self.lr = meta["stage"], meta["step"], meta["lr_scale"]
         self.history = meta.get("history", [])
@@ -213,9 +293,11 @@ class Trainer:
         if self.stage == "done":
             return
         self._setup_stage()
-        state = torch.load(self.model_dir / "optimizer.pt", weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
+        self.densifier.load_state_dict({k: v.to(self.device) for k, v in state.get("densifier", {}).items()})
         torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
 
     # ---- one step -----------------------------------------------------------------------
     def viewmat(self, t: int) -> Tensor:
@@ -479,7 +561,7 @@ class Trainer:
                  f"checkpoint and halved the learning rate (scale {lr:g})")
         self.load()
         self.lr = lr
-        self._setup_stage()
+        self._new_optimizer()  # fresh moments at the lower rate; the restored densification statistics stay
 
     def _next_stage(self) -> None:
         """Advance to the next stage that has steps (skipped stages leave no trace)."""

@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from recon4d.io.atomic import atomic_path, write_json
+from recon4d.io.atomic import atomic_group, write_json
 from recon4d.scene.gaussians import GaussianSet
 from recon4d.scene.model import DynamicScene
 from recon4d.scene.scaffold import MotionScaffold, SkinBinding
+
+SCENE_TENSORS, SCENE_META = "scene.safetensors", "scene.json"
 
 
 def _skeleton() -> DynamicScene:
@@ -40,25 +43,41 @@ def load_resized(module: nn.Module, state: dict[str, Tensor]) -> None:
 
 
 def save_scene(folder: Path, scene: DynamicScene, heads: nn.ModuleDict, meta: dict[str, Any]) -> None:
+    """Write ``scene.safetensors`` and ``scene.json`` into ``folder``, together (see ``atomic_group``)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_group([folder / SCENE_TENSORS, folder / SCENE_META]) as (tensors_path, meta_path):
+        write_scene(tensors_path, meta_path, scene, heads, meta)
+
+
+def write_scene(tensors_path: Path, meta_path: Path, scene: DynamicScene, heads: nn.ModuleDict,
+                meta: dict[str, Any]) -> None:
+    """Write a scene's two files to the paths given (the caller's ``atomic_group`` renames them into place).
+
+    A ``checkpoint`` id in ``meta`` goes into the tensors' header as well, so that a
+    reader can tell whether the two files come from the same save (``tensors_checkpoint``).
+    """
     tensors = {f"scene.{k}": v.detach().cpu().contiguous() for k, v in scene.state_dict().items()}
     tensors.update({f"heads.{k}": v.detach().cpu().contiguous() for k, v in heads.state_dict().items()})
-    with atomic_path(folder / "scene.safetensors") as tmp:
-        save_file(tensors, str(tmp))
+    header = {"checkpoint": meta["checkpoint"]} if "checkpoint" in meta else None
+    save_file(tensors, str(tensors_path), metadata=header)
     head_dims = {name: [h.net[0].in_features, h.net[2].out_features, h.net[0].out_features]
                  for name, h in heads.items()}
-    write_json(folder / "scene.json", {**meta, "skin_mode": scene.skin_mode,
-                                       "reference_frame": scene.reference_frame,
-                                       "heads": head_dims})
+    write_json(meta_path, {**meta, "skin_mode": scene.skin_mode, "reference_frame": scene.reference_frame,
+                            "heads": head_dims})
+
+
+def tensors_checkpoint(path: Path) -> str | None:
+    """The checkpoint id in a ``scene.safetensors`` header (None for a scene saved without one)."""
+    with safe_open(str(path), "pt") as f:
+        return (f.metadata() or {}).get("checkpoint")
 
 
 def load_scene(folder: Path) -> tuple[DynamicScene, nn.ModuleDict, dict[str, Any]]:
     from recon4d.fit.teachers import FeatureHead
 
     folder = Path(folder)
-    meta = json.loads((folder / "scene.json").read_text())
-    tensors = _upgrade(load_file(str(folder / "scene.safetensors")))
+    meta = json.loads((folder / SCENE_META).read_text())
+    tensors = _upgrade(load_file(str(folder / SCENE_TENSORS)))
     scene = _skeleton()
     load_resized(scene, {k[6:]: v for k, v in tensors.items() if k.startswith("scene.")})
     scene.skin_mode = meta.get("skin_mode", "dqb")

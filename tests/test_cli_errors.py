@@ -70,7 +70,7 @@ def test_fit_bad_input_is_one_line_and_writes_no_half_scene(tmp_path, make_input
     source = make_input(tmp_path)
     code, line = _cli(tmp_path, "fit", "--video", str(source), "--out", str(tmp_path / "out"), "--name", "s")
     assert code == 2
-    assert line.startswith(f"recon4d fit: {source}") and problem in line
+    assert line.startswith(f"recon4d fit: s: priors: {source}") and problem in line  # scene, stage, input
     scene = tmp_path / "out" / "s"
     assert {p.name for p in scene.iterdir()} <= {"log.txt"} if scene.exists() else True
 

@@ -77,6 +77,37 @@ def test_resume_continues_where_it_stopped(fitted_left_scene, tmp_path):
     torch.testing.assert_close(resumed.poses.delta, whole.poses.delta, atol=0, rtol=0)
 
 
+def test_held_out_frames_are_never_read_and_take_their_neighbours_camera_correction(fitted_left_scene, tmp_path,
+                                                                                    monkeypatch):
+    """With ``holdout_every`` no step of any stage renders a held-out frame, init takes no colour from it,
+    and its camera correction lies between its neighbours' (each is refined from its own pixels)."""
+    import recon4d.fit.init as init
+
+    _, scene = fitted_left_scene
+    data = load_scene_data(scene)
+    data.teachers = {}
+    cfg = dataclasses.replace(_short_config(), holdout_every=4)
+    trainer = Trainer(data, cfg, tmp_path / "model", log=lambda _: None)
+    held = sorted(trainer.held_out)
+    assert held == list(range(2, data.frames, 4)) and held
+    lifted, rendered = [], []
+    real_lift, real_render = init._lift_pixels, trainer.render
+    monkeypatch.setattr(init, "_lift_pixels", lambda d, t, *a: lifted.append(t) or real_lift(d, t, *a))
+    monkeypatch.setattr(trainer, "render", lambda t, **kw: rendered.append(t) or real_render(t, **kw))
+    trainer.initialise()
+    assert trainer.scene.reference_frame not in held
+    trainer.run()
+    assert trainer.stage == "done" and rendered and lifted
+    assert not set(rendered) & set(held) and not set(lifted) & set(held)
+    assert set(rendered) == set(range(data.frames)) - set(held)  # every other frame is fitted
+    delta = trainer.poses.delta.detach()
+    for t in held:
+        after = t + 1 if t + 1 < data.frames else t - 1
+        lo, hi = torch.minimum(delta[t - 1], delta[after]), torch.maximum(delta[t - 1], delta[after])
+        assert ((delta[t] >= lo - 1e-7) & (delta[t] <= hi + 1e-7)).all()
+    assert delta[held].abs().max() > 0
+
+
 def test_non_finite_loss_rolls_back_and_lowers_lr(fitted_left_scene, tmp_path, monkeypatch):
     _, scene = fitted_left_scene
     data = load_scene_data(scene)

@@ -28,8 +28,11 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def fit_complete(scene_dir: Path) -> dict | None:
-    """The scene's metrics when its folder holds a finished fit, else None."""
+def fit_complete(scene_dir: Path, stop_after: str | None = None) -> dict | None:
+    """The scene's metrics when its folder holds a finished fit (or, with ``stop_after="priors"``, finished
+    priors: their report is written last), else None."""
+    if stop_after == "priors":
+        return {"stage": "priors"} if (scene_dir / "priors" / "report.json").exists() else None
     try:
         stage = json.loads((scene_dir / "model" / "scene.json").read_text()).get("stage")
         metrics = json.loads((scene_dir / "metrics.json").read_text())
@@ -53,6 +56,9 @@ class SceneRecord:
     finished: str | None = None
     metrics: dict = field(default_factory=dict)
     error: str | None = None
+    error_kind: str | None = None
+    """For a failed scene: "error" (an expected failure, its message says what to do) or "crash" (a bug)."""
+    failed_stage: str | None = None
     log: str | None = None
     note: str | None = None
 

@@ -42,6 +42,9 @@ class BatchOptions:
     vlm: str | None = None
     """Distil this VLM's vision encoder in every scene (see worker.ensure_vlm_teacher)."""
     vlm_path: str | None = None
+    stop_after: str | None = None
+    """End every scene after this stage (as ``recon4d fit --stop-after``); only "priors" is recognised as
+    complete on a re-run."""
     poll_seconds: float = 1.0
 
 
@@ -59,15 +62,16 @@ def connect(address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
-def plan(specs: list[SceneSpec], manifest: Manifest, out: Path) -> tuple[list[SceneSpec], list[str]]:
+def plan(specs: list[SceneSpec], manifest: Manifest, out: Path,
+         stop_after: str | None = None) -> tuple[list[SceneSpec], list[str]]:
     """(scenes to run, scenes skipped as complete); brings the manifest in line with the folders."""
     todo, skipped = [], []
     for spec in specs:
         rec = manifest.record(spec.name, spec.source)
-        metrics = fit_complete(out / spec.name)
+        metrics = fit_complete(out / spec.name, stop_after)
         if metrics is not None:
             if rec.status != "done":  # the driver died before it recorded this scene's end
-                rec.status, rec.metrics, rec.error = "done", metrics, None
+                rec.status, rec.metrics, rec.error, rec.error_kind = "done", metrics, None, None
                 rec.attempts += read_lock(out / spec.name).get("attempt", 0)
                 rec.durations.append(round(metrics.get("fit_seconds", 0.0), 2))
                 rec.note = "found complete in its scene folder (the run that made it was not recorded)"
@@ -90,18 +94,19 @@ def _record_result(manifest: Manifest, name: str, ref, retries: int) -> None:
         cause = err.cause
         rec.status = "failed"
         if isinstance(cause, SceneFailedError):
-            rec.error, rec.log = cause.message, cause.log
+            rec.error, rec.log, rec.error_kind, rec.failed_stage = cause.message, cause.log, cause.kind, cause.stage
             rec.attempts += cause.attempt
             rec.durations.append(round(cause.seconds, 2))
         else:
-            rec.error = f"{type(cause).__name__}: {cause}"
+            rec.error, rec.error_kind = f"{type(cause).__name__}: {cause}", "crash"
             rec.attempts += retries + 1
         return
     except ray.exceptions.RayError as err:  # worker or node died on every attempt
-        rec.status, rec.error = "failed", f"{type(err).__name__}: {err}"
+        rec.status, rec.error, rec.error_kind = "failed", f"{type(err).__name__}: {err}", "crash"
         rec.attempts += retries + 1
         return
     rec.status, rec.error, rec.metrics, rec.log = "done", None, result["metrics"], result["log"]
+    rec.error_kind = rec.failed_stage = None
     rec.attempts += result["attempt"]
     rec.durations.append(round(result["seconds"], 2))
 
@@ -113,7 +118,7 @@ def run_batch(specs: list[SceneSpec], opts: BatchOptions, progress_every: float 
     out = Path(opts.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     manifest = Manifest.load(out)
-    todo, skipped = plan(specs, manifest, out)
+    todo, skipped = plan(specs, manifest, out, opts.stop_after)
     manifest.save()
     names = [s.name for s in specs]
     if not todo:
@@ -135,7 +140,7 @@ def run_batch(specs: list[SceneSpec], opts: BatchOptions, progress_every: float 
             rec.status, rec.error, rec.started, rec.finished = "queued", None, None, None
             task = FitTask(scene_dir=out / spec.name, source=spec.source, config=opts.config,
                            priors=opts.priors, teachers=tuple(opts.teachers), run_id=run_id, vlm=opts.vlm,
-                           vlm_path=opts.vlm_path, prior_options=opts.prior_options)
+                           vlm_path=opts.vlm_path, prior_options=opts.prior_options, stop_after=opts.stop_after)
             refs[remote.options(name=f"fit {spec.name}", num_cpus=opts.cpus_per_scene, num_gpus=gpus,
                                 max_retries=opts.retries, retry_exceptions=True).remote(task)] = spec.name
         manifest.save()

@@ -27,11 +27,16 @@ class SceneBusyError(RuntimeError):
 
 
 class SceneFailedError(RuntimeError):
-    """A scene's fit raised; carries what the manifest needs (args keep it picklable for Ray)."""
+    """A scene's fit raised; carries what the manifest needs (args keep it picklable for Ray).
 
-    def __init__(self, message: str, log: str, attempt: int, seconds: float):
-        super().__init__(message, log, attempt, seconds)
+    ``kind`` is "error" for an expected failure (a ``UserError``: its message says what to do) and
+    "crash" for anything else (a bug: the traceback is in the scene's log); ``stage`` is where it stopped."""
+
+    def __init__(self, message: str, log: str, attempt: int, seconds: float, kind: str = "crash",
+                 stage: str = "priors"):
+        super().__init__(message, log, attempt, seconds, kind, stage)
         self.message, self.log, self.attempt, self.seconds = message, log, attempt, seconds
+        self.kind, self.stage = kind, stage
 
     def __str__(self) -> str:
         return self.message
@@ -51,6 +56,8 @@ class FitTask:
     """Also distil this VLM's vision encoder (vqa_bridge adapter name, e.g. tiny, internvideo2)."""
     vlm_path: str | None = None
     prior_options: object = None  # recon4d.fit.preprocess.PriorOptions; None: the defaults
+    stop_after: str | None = None
+    """End after this stage (as ``recon4d fit --stop-after``); None: the whole fit."""
 
 
 def read_lock(scene_dir: Path) -> dict:
@@ -118,8 +125,17 @@ def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> s
     return adapter.teacher_name
 
 
+def stage_reached(scene_dir: Path) -> str:
+    """The stage a scene folder's checkpoint is at ("priors" before the optimisation has begun)."""
+    try:
+        return json.loads((Path(scene_dir) / "model" / "scene.json").read_text()).get("stage", "priors")
+    except (OSError, ValueError):
+        return "priors"
+
+
 def fit_scene_task(task: FitTask) -> dict:
     """Fit one scene (resuming from its folder); return what the manifest records, or raise SceneFailedError."""
+    from recon4d.errors import UserError
     from recon4d.fit.pipeline import FitJob, run_fit
     from recon4d.fit.preprocess import PriorOptions
 
@@ -131,7 +147,7 @@ def fit_scene_task(task: FitTask) -> dict:
         options = task.prior_options if task.prior_options is not None else PriorOptions()
         job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task.config, priors=task.priors,
                      teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists(),
-                     options=options)
+                     options=options, stop_after=task.stop_after)
         try:
             if task.vlm:
                 run_fit(FitJob(scene_dir=scene_dir, source=job.source, priors=task.priors, stop_after="priors",
@@ -140,7 +156,8 @@ def fit_scene_task(task: FitTask) -> dict:
             metrics = run_fit(job)
         except Exception as exc:  # noqa: BLE001 - any failure of a scene is reported, never lost
             _append_log(scene_dir, "batch: failed\n" + traceback.format_exc())
+            kind = "error" if isinstance(exc, UserError) else "crash"
             raise SceneFailedError(f"{type(exc).__name__}: {exc}", str(scene_dir / "log.txt"), lock.attempt,
-                                   time.perf_counter() - started) from None
+                                   time.perf_counter() - started, kind, stage_reached(scene_dir)) from None
         return {"metrics": metrics, "attempt": lock.attempt, "seconds": time.perf_counter() - started,
                 "log": str(scene_dir / "log.txt")}

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "skin": "forward+backward of the fused skinning kernel (DQB/LBS) vs its PyTorch twin",
     "priors": "seconds per preprocessing provider, 50 frames at 480x270 (DAVIS blackswan or synth)",
     "fit": "wall time, peak memory and per-stage seconds of whole fits (synthetic tiny, DAVIS blackswan)",
+    "davis": "fit every DAVIS sequence of a folder: crashes, PSNR (training and held-out), cameras, VLM4D answers",
 }
 
 

@@ -50,6 +50,20 @@ class PoseRefinement(nn.Module):
         correction[:, :3, 3] = d[:, 3:].to(viewmats.dtype)
         return correction @ viewmats
 
+    @torch.no_grad()
+    def interpolate(self, frames: frozenset[int]) -> None:
+        """Give each of ``frames`` (frames the fit never saw) the correction linearly interpolated between its
+        nearest seen neighbours', or the nearest one's at the ends: a camera's drift is smooth in time."""
+        seen = [t for t in range(len(self.delta)) if t not in frames]
+        for t in sorted(frames):
+            before = max((s for s in seen if s < t), default=None)
+            after = min((s for s in seen if s > t), default=None)
+            if before is None or after is None:
+                self.delta[t] = self.delta[after if before is None else before]
+            else:
+                w = (t - before) / (after - before)
+                self.delta[t] = (1 - w) * self.delta[before] + w * self.delta[after]
+
     def save(self, path: Path, K: Tensor, base_viewmats: Tensor, checkpoint: str) -> None:
         """Write the corrections and the refined cameras to ``path``, tagged with the ``checkpoint`` they belong to."""
         with torch.no_grad():

@@ -183,16 +183,30 @@ def _chain_unsolved(data: SceneData, nodes: Tensor, quats: Tensor, trans: Tensor
             t += step
 
 
-def initial_scene(data: SceneData, cfg: InitConfig) -> DynamicScene:
+def _nearest_kept(t: int, frames: int, held_out: frozenset[int]) -> int:
+    """Frame ``t``, or the nearest frame (earlier first) that is not held out."""
+    for offset in range(frames):
+        for cand in (t - offset, t + offset):
+            if 0 <= cand < frames and cand not in held_out:
+                return cand
+    raise ValueError("every frame is held out")
+
+
+def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = frozenset()) -> DynamicScene:
+    """The starting scene, its colours lifted from frames outside ``held_out`` only (a held-out frame's pixels
+    must reach the model through no path, or its PSNR would measure memorising)."""
     T = data.frames
     static_mask = ~data.dynamic_mask
     keys = torch.linspace(0, T - 1, min(cfg.keyframes, T)).round().long().unique().tolist()
-    lifted = [_lift_pixels(data, t, static_mask[t], cfg.static_stride) for t in keys]
+    keys = [_nearest_kept(t, T, held_out) for t in keys]
+    lifted = [_lift_pixels(data, t, static_mask[t], cfg.static_stride) for t in dict.fromkeys(keys)]
     s_pts, s_rgb, s_size = (torch.cat(x) for x in zip(*lifted))
     static = GaussianSet(s_pts, s_size[:, None].repeat(1, 3), s_rgb, torch.full((len(s_pts),), 0.9),
                          latent_dim=cfg.latent_dim)
 
-    ref = int(data.dynamic_mask.flatten(1).sum(1).argmax())
+    area = data.dynamic_mask.flatten(1).sum(1)
+    area[list(held_out)] = -1
+    ref = int(area.argmax())
     d_pts, d_rgb, d_size = _lift_pixels(data, ref, data.dynamic_mask[ref], cfg.dynamic_stride)
     dynamic = GaussianSet(d_pts, d_size[:, None].repeat(1, 3), d_rgb, torch.full((len(d_pts),), 0.9))
     if len(d_pts) == 0:  # a static video: one idle node keeps the model uniform

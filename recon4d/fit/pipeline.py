@@ -16,6 +16,7 @@ from typing import Literal
 
 import torch
 
+from recon4d.errors import UserError
 from recon4d.fit.data import load_scene_data
 from recon4d.fit.losses import psnr, ssim
 from recon4d.fit.preprocess import PreprocessConfig, PriorOptions, run_preprocess
@@ -68,7 +69,11 @@ def ensure_priors(job: FitJob, log) -> None:
         write_gt_priors(job.source, job.scene_dir)
         return
     cfg = PreprocessConfig(video=job.source, **dataclasses.asdict(job.options))
-    run_preprocess(cfg, job.scene_dir, log=log)
+    try:
+        run_preprocess(cfg, job.scene_dir, log=log)
+    except UserError as exc:  # name the scene and the stage: in a batch the line is all one sees
+        exc.args = (f"{job.scene_dir.name}: priors: {exc}",)
+        raise
 
 
 def ensure_teachers(job: FitJob, log) -> None:
@@ -79,7 +84,7 @@ def ensure_teachers(job: FitJob, log) -> None:
         if (folder / f"{name}.safetensors").exists():
             continue
         if name != "patch":
-            raise ValueError(f"teacher {name!r} is not cached in {folder}; extract it with "
+            raise UserError(f"teacher {name!r} is not cached in {folder}; extract it with "
                              f"`recon4d vqa extract` first (built-in teacher: patch)")
         data = load_scene_data(job.scene_dir)
         features = patch_teacher(data.images)
@@ -99,6 +104,12 @@ def training_scores(scene, data) -> tuple[list[float], list[float]]:
         pair = [x.permute(2, 0, 1)[None] for x in (rgb, data.images[t])]
         ssims.append(float(ssim(*pair, window=11).mean()))
     return psnrs, ssims
+
+
+def _split_scores(psnrs: list[float], ssims: list[float], frames: list[int], name: str) -> dict[str, float]:
+    """Mean PSNR, worst PSNR and mean SSIM over ``frames`` (the fitted ones, or the held-out ones)."""
+    return {f"psnr_{name}": sum(psnrs[t] for t in frames) / len(frames), f"psnr_{name}_min": min(psnrs[t] for t in frames),
+            f"ssim_{name}": sum(ssims[t] for t in frames) / len(frames)}
 
 
 def peak_memory_mib() -> dict[str, float]:
@@ -135,8 +146,11 @@ def run_fit(job: FitJob) -> dict:
                   out.alpha[0, ..., 0], out.features[0, ..., LATENT_START:])
     metrics_path = job.scene_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    metrics.update({"psnr_train": sum(psnrs) / len(psnrs), "psnr_train_min": min(psnrs),
-                    "ssim_train": sum(ssims) / len(ssims), "psnr_per_frame": psnrs, "ssim_per_frame": ssims,
+    for stale in ("psnr_heldout", "psnr_heldout_min", "ssim_heldout"):  # from a fit with other held-out frames
+        metrics.pop(stale, None)
+    metrics.update({**_split_scores(psnrs, ssims, trainer.train_frames, "train"),
+                    **(_split_scores(psnrs, ssims, sorted(trainer.held_out), "heldout") if trainer.held_out else {}),
+                    "heldout_frames": sorted(trainer.held_out), "psnr_per_frame": psnrs, "ssim_per_frame": ssims,
                     "stage": trainer.stage, "n_gaussians": trainer.n_gaussians(),
                     "n_static": len(scene.static), "n_dynamic": len(scene.dynamic), "n_nodes": len(scene.scaffold),
                     "stage_seconds": {"priors": priors_seconds, **trainer.stage_seconds},
@@ -150,8 +164,9 @@ def _summary(scene_dir: Path, metrics: dict, log) -> None:
     """The last lines a user reads: how good, how long, and where everything is."""
     minutes, seconds = divmod(round(metrics["fit_seconds"]), 60)
     ended = "done" if metrics["stage"] == "done" else f"stopped before the {metrics['stage']} stage"
+    held = f"held-out frames {metrics['psnr_heldout']:.2f} dB; " if "psnr_heldout" in metrics else ""
     log(f"{ended} in {minutes} min {seconds:02d} s: training-view PSNR {metrics['psnr_train']:.2f} dB "
-        f"(worst frame {metrics['psnr_train_min']:.2f}), SSIM {metrics['ssim_train']:.3f}; "
+        f"(worst frame {metrics['psnr_train_min']:.2f}), SSIM {metrics['ssim_train']:.3f}; {held}"
         f"{metrics['n_gaussians']} Gaussians, {metrics['n_nodes']} nodes, peak memory {metrics['peak_rss_mib']:.0f} MiB")
     log(f"  scene folder: {scene_dir}  (model/scene.safetensors, metrics.json, log.txt)")
     log(f"  side by side: {scene_dir / 'preview.png'}  (input | render | depth | feature PCA)")

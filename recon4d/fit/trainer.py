@@ -110,6 +110,16 @@ class FitConfig:
     Kept small: on DAVIS blackswan, whose solved cameras reproject to 0.4 px, 1e-3 cost 2 dB, 1e-4 is neutral."""
     camera_stage_lr: float = 6e-4
     """Learning rate of the ``cameras`` stage, where one frame's pose moves at a time against fixed Gaussians."""
+    holdout_every: int = 0
+    """Hold out every k-th frame (frames k//2, k//2 + k, ...): no step of the fit reads its pixels, its camera
+    correction is interpolated from its neighbours', and its PSNR measures the 4D model, not memorising."""
+
+
+def held_out_frames(frames: int, every: int) -> frozenset[int]:
+    """The frames ``holdout_every`` keeps out of the fit (none when ``every`` is 0 or leaves too few)."""
+    if every <= 1 or frames < 2 * every:
+        return frozenset()
+    return frozenset(range(every // 2, frames, every))
 
 
 class NonFiniteError(RuntimeError):
@@ -217,6 +227,8 @@ class Trainer:
         self.data = data.to(self.device)
         self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0
         self.stage, self.step, self.lr = STAGES[0], 0, cfg.lr_scale
+        self.held_out = held_out_frames(data.frames, cfg.holdout_every)
+        self.train_frames = [t for t in range(data.frames) if t not in self.held_out]
         self.history: list[dict] = []
         self.stage_seconds: dict[str, float] = {}
         torch.manual_seed(cfg.seed)
@@ -226,7 +238,8 @@ class Trainer:
     def initialise(self) -> None:
         cfg = self.cfg
         latent = cfg.latent_dim if self.data.teachers else 0
-        self.scene = initial_scene(self.data, InitConfig(**{**asdict(cfg.init), "latent_dim": latent}))
+        self.scene = initial_scene(self.data, InitConfig(**{**asdict(cfg.init), "latent_dim": latent}),
+                                   self.held_out)
         self.scene.skin_mode = cfg.skin_mode
         self.heads = nn.ModuleDict({name: FeatureHead(latent, feats.shape[-1])
                                     for name, feats in self.data.teachers.items()} if latent else {})
@@ -433,7 +446,7 @@ class Trainer:
         if stage in ("cameras", "settle") and self.cfg.camera_lr == 0:  # the priors' cameras are kept: nothing to do
             return 0
         if stage in ("cameras", "motion"):  # frame 0 holds the world frame; the reference frame the canonical space
-            return n * (self.data.frames - 1)
+            return n * len(self._frames_in_turn(0 if stage == "cameras" else self.scene.reference_frame))
         return n
 
     def run(self, stop_after: str | None = None) -> None:
@@ -530,8 +543,8 @@ class Trainer:
         some frames half as many updates as others (binomial spread), and those
         frames end blurrier; a shuffled deck keeps the count equal and the order random.
         """
-        T = self.data.frames
-        order = list(range(T))
+        order = list(self.train_frames)
+        T = len(order)
         random.Random(f"{self.cfg.seed}/{self.stage}/{self.step // T}").shuffle(order)
         return order[self.step % T]
 
@@ -550,8 +563,10 @@ class Trainer:
         """
         if self.step % per_frame == 0:
             self.optimizer.state.clear()
-        i = self.step // per_frame
-        return i + (i >= skip)
+        return self._frames_in_turn(skip)[self.step // per_frame]
+
+    def _frames_in_turn(self, skip: int) -> list[int]:
+        return [t for t in self.train_frames if t != skip]
 
     def _rollback(self, reason: str) -> None:
         lr = self.lr * 0.5
@@ -570,6 +585,8 @@ class Trainer:
             i += 1
         self.stage = STAGES[i] if i < len(STAGES) else "done"
         self.step = 0
+        if self.stage == "done":
+            self.poses.interpolate(self.held_out)
         if self.stage != "done":
             self._setup_stage()
         self.save()

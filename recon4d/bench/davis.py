@@ -1,0 +1,234 @@
+"""`recon4d bench davis`: fit every sequence of a DAVIS-layout folder and score the fits on real video.
+
+Why a benchmark of its own: synthetic scenes prove the optimiser, but users run DAVIS-like clips,
+and what breaks there (a camera solve, a frame with no tracks, a slow 100-frame clip) shows only
+when every sequence is fitted the same way. The fits go through ``recon4d batch`` (one Ray task at
+a time, using every core), so the benchmark is resumable the way a batch is: finished scenes are
+skipped, a killed run loses at most the scene in progress, and a failing scene never stops the
+others. Every 8th frame is held out of the fit (``FitConfig.holdout_every``), so the held-out PSNR
+measures the 4D model rather than memorised inputs. The geometric answerer is run afresh on every
+call (seconds), so changing only the answerer re-answers without re-fitting.
+
+Per sequence: status (ok / error / crash), seconds, peak memory, training and held-out PSNR, the
+camera solve's own numbers, the answerer's accuracy on the sequence's VLM4D questions and the
+published VLMs' accuracy on the same questions. Written as ``bench.md``, ``bench.csv`` and
+``bench.json`` in ``--out``; the last lines printed are ``key=value``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "data"
+PUBLISHED_COLUMNS = {"gemini-2.5-pro (do)": "gemini-2.5-pro-preview-06-05_1fps:do",
+                     "gpt-4o (cot)": "gpt-4o_32frame:cot",
+                     "internvideo2-8b (cot)": "InternVideo2-Chat-8B_1fps:cot"}
+"""The published models shown beside the answerer: the best on these questions, GPT-4o, and the
+reference experiment's InternVideo2 (every model's accuracy is in bench.json)."""
+
+
+@dataclass
+class BenchDavisConfig:
+    """Fit and score every sequence of a DAVIS-layout folder (resumable; offline)."""
+
+    data: Path = SHARED / "davis"
+    """DAVIS-layout folder: <seq>/JPEGImages/*.jpg (and Annotations/ where there are masks)."""
+    out: Path | None = None
+    """Scene folders and the tables (default: out/bench-davis/<preset>[-quick][-priors])."""
+    preset: str = "auto"
+    """Fit preset (auto: davis on a GPU, cpu-preview without)."""
+    sequences: tuple[str, ...] = ()
+    """Only these sequences (default: all)."""
+    quick: bool = False
+    """Minutes, not hours: the `test` preset on the first 16 frames at 240 px (for judging a change)."""
+    stop_after: Literal["priors"] | None = None
+    """priors: frames, cameras and masks only (the camera columns, no fit)."""
+    holdout_every: int = 8
+    """Hold out every k-th frame of the fit (0: none); the held-out PSNR is scored on those frames."""
+    qa: Path = SHARED / "vlm4d" / "vlm4d_real_mc_davis.json"
+    """VLM4D questions, matched to sequences by the video's file name."""
+    published: Path = SHARED / "vlm4d" / "published_correct_davis_dev.csv"
+    """Per question, whether each published VLM got it right."""
+
+
+def _plan(cfg: BenchDavisConfig):
+    """(scene specs, fit config, prior options, output folder) for this run."""
+    from recon4d.batch.inputs import discover
+    from recon4d.errors import UserError
+    from recon4d.fit.preprocess import PriorOptions
+    from recon4d.fit.presets import resolve_preset
+
+    if not cfg.data.is_dir():
+        raise UserError(f"{cfg.data} is not a folder of DAVIS sequences (pass --data DIR)")
+    specs = discover(cfg.data)
+    if cfg.sequences:
+        unknown = sorted(set(cfg.sequences) - {s.name for s in specs})
+        if unknown:
+            raise UserError(f"no sequence {', '.join(unknown)} in {cfg.data}")
+        specs = [s for s in specs if s.name in cfg.sequences]
+    preset = "test" if cfg.quick else cfg.preset
+    try:
+        config = dataclasses.replace(resolve_preset(preset), holdout_every=cfg.holdout_every)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    options = PriorOptions(max_frames=16, long_side=240) if cfg.quick else PriorOptions()
+    mode = "test-quick" if cfg.quick else ("cpu-preview" if preset == "auto" and not _has_gpu() else preset)
+    out = cfg.out or Path("out") / "bench-davis" / (mode + ("-priors" if cfg.stop_after else ""))
+    return specs, config, options, out
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _questions(path: Path) -> dict[str, list[dict]]:
+    """VLM4D entries by sequence name (the video URL's file stem)."""
+    if not path.exists():
+        return {}
+    by_seq: dict[str, list[dict]] = {}
+    for entry in json.loads(path.read_text()):
+        by_seq.setdefault(Path(str(entry.get("video", ""))).stem, []).append(entry)
+    return by_seq
+
+
+def _published(path: Path) -> dict[str, dict[str, int]]:
+    """Question id -> {model column: 1 right / 0 wrong}."""
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        return {row.pop("id"): {k: int(v) for k, v in row.items() if k != "sequence" and v != ""}
+                for row in csv.DictReader(f)}
+
+
+def _answer(scene_dir: Path, entries: list[dict]) -> list[dict]:
+    """The geometric answerer's records for ``entries`` (empty when the scene has no fit)."""
+    from recon4d.grounding import answer_file
+
+    if not entries or not (scene_dir / "model" / "scene.json").exists():
+        return []
+    return answer_file(scene_dir, entries)[0]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _row(name: str, rec, scene_dir: Path, answers: list[dict], published: dict[str, dict[str, int]]) -> dict:
+    metrics = {**_read_json(scene_dir / "metrics.json"), **(rec.metrics or {})}
+    report = _read_json(scene_dir / "priors" / "report.json")
+    cam = report.get("camera_info", {})
+    status = "ok" if rec.status == "done" else (rec.error_kind or "crash")
+    row = {"sequence": name, "status": status, "frames": report.get("frames"),
+           "seconds": rec.durations[-1] if rec.durations else None, "peak_mib": metrics.get("peak_rss_mib"),
+           "psnr_train": metrics.get("psnr_train"), "psnr_train_min": metrics.get("psnr_train_min"),
+           "psnr_heldout": metrics.get("psnr_heldout"), "psnr_heldout_min": metrics.get("psnr_heldout_min"),
+           "camera": report.get("motion_type"), "fov_deg": report.get("fov_deg"),
+           "reproj_px": cam.get("reproj_px_median"), "max_rotation_deg": cam.get("max_rotation_deg"),
+           "camera_check": cam.get("sanity"), "questions": len(answers),
+           "right": sum(bool(a.get("correct")) for a in answers),
+           "cannot_tell": sum(a.get("letter") is None for a in answers)}
+    for label, column in PUBLISHED_COLUMNS.items():
+        marks = [published[a["id"]][column] for a in answers if column in published.get(a["id"], {})]
+        row[label] = sum(marks) / len(marks) if marks else None
+    if status != "ok":
+        row["error"] = f"stopped in {rec.failed_stage or 'priors'}: {rec.error} (log: {rec.log})"
+    return row
+
+
+def _mean(values) -> float:
+    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _totals(rows: list[dict], answers: list[dict], published: dict[str, dict[str, int]]) -> dict:
+    total = {"sequence": "all", "status": f"{sum(r['status'] == 'ok' for r in rows)}/{len(rows)} ok",
+             "frames": sum(r["frames"] or 0 for r in rows), "seconds": sum(r["seconds"] or 0 for r in rows),
+             "peak_mib": max((r["peak_mib"] or 0 for r in rows), default=0)}
+    for key in ("psnr_train", "psnr_train_min", "psnr_heldout", "psnr_heldout_min", "reproj_px"):
+        total[key] = _mean(r[key] for r in rows)
+    total.update(questions=len(answers), right=sum(bool(a.get("correct")) for a in answers),
+                 cannot_tell=sum(a.get("letter") is None for a in answers))
+    columns = sorted({c for a in answers for c in published.get(a["id"], {})})
+    total["published"] = {c: _mean(published[a["id"]][c] for a in answers if c in published.get(a["id"], {}))
+                          for c in columns}
+    for label, column in PUBLISHED_COLUMNS.items():
+        total[label] = total["published"].get(column)
+    return total
+
+
+COLUMNS = ("sequence", "status", "frames", "seconds", "peak_mib", "psnr_train", "psnr_train_min", "psnr_heldout",
+           "psnr_heldout_min", "camera", "fov_deg", "reproj_px", "max_rotation_deg", "questions", "right",
+           "cannot_tell", *PUBLISHED_COLUMNS)
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 1 else f"{value:.1f}" if abs(value) >= 100 else f"{value:.2f}"
+    return str(value)
+
+
+def markdown(rows: list[dict], total: dict) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in COLUMNS) + " |" for r in [*rows, total]]
+    errors = [f"- {r['sequence']}: {r['error']}" for r in rows if "error" in r]
+    return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
+
+
+def write_tables(out: Path, rows: list[dict], total: dict) -> str:
+    from recon4d.io.atomic import write_json, write_text
+
+    table = markdown(rows, total)
+    write_text(out / "bench.md", table)
+    write_json(out / "bench.json", {"sequences": rows, "total": total})
+    lines = [",".join(COLUMNS)] + [",".join(_cell(r.get(c)).replace(",", ";") for c in COLUMNS) for r in [*rows, total]]
+    write_text(out / "bench.csv", "\n".join(lines) + "\n")
+    return table
+
+
+def main(argv: list[str]) -> int:
+    from recon4d.batch.runner import BatchOptions, run_batch
+
+    cfg = tyro.cli(BenchDavisConfig, args=argv, prog="recon4d bench davis")
+    specs, config, options, out = _plan(cfg)
+    cores = os.cpu_count() or 1
+    opts = BatchOptions(out=out, config=config, prior_options=options, retries=0, cpus_per_scene=cores,
+                        num_cpus=cores, stop_after=cfg.stop_after, poll_seconds=5.0)
+    manifest = run_batch(specs, opts)
+    questions, published = _questions(cfg.qa), _published(cfg.published)
+    rows, all_answers = [], []
+    for spec in specs:
+        answers = [] if cfg.stop_after else _answer(out / spec.name, questions.get(spec.name, []))
+        all_answers += answers
+        rows.append(_row(spec.name, manifest.scenes[spec.name], out / spec.name, answers, published))
+    total = _totals(rows, all_answers, published)
+    print(write_tables(out, rows, total))
+    print(f"tables: {out / 'bench.md'} (also .csv, .json)")
+    print(f"crashes={sum(r['status'] == 'crash' for r in rows)}")
+    print(f"errors={sum(r['status'] == 'error' for r in rows)}")
+    print(f"psnr_train={total['psnr_train']:.3f}")
+    print(f"psnr_heldout={total['psnr_heldout']:.3f}")
+    print(f"answer_accuracy={total['right'] / total['questions'] if total['questions'] else float('nan'):.4f}")
+    print(f"seconds={total['seconds']:.0f}")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

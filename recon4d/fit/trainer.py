@@ -18,9 +18,6 @@ learning rate halved, and says so.
 
 from __future__ import annotations
 
-import json
-import math
-import os
 import random
 import secrets
 import sys
@@ -31,24 +28,23 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from recon4d.errors import UserError
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import CAMERAS_FILE, PoseRefinement
+from recon4d.fit.checkpoint import CHECKPOINT_FILES, complete_checkpoint
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
 from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
 from recon4d.fit.teachers import FeatureHead, to_grid
 from recon4d.fit.topology import arap_edges
-from recon4d.io.atomic import atomic_group, staged_path
+from recon4d.io.atomic import atomic_group
 from recon4d.render import rasterize
 from recon4d.scene import DynamicScene
 from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
-from recon4d.scene.state import SCENE_META, SCENE_TENSORS, load_scene, tensors_checkpoint, write_scene
+from recon4d.scene.state import load_scene, write_scene
 
 STAGES = ("static", "scaffold", "motion", "joint", "cameras", "settle", "features")
 FINAL_LR = 0.01  # the rate of positions and node transforms at the end of a stage, relative to its start
@@ -124,58 +120,6 @@ def held_out_frames(frames: int, every: int) -> frozenset[int]:
 
 class NonFiniteError(RuntimeError):
     pass
-
-
-class CheckpointError(UserError, RuntimeError):
-    """The parts of a checkpoint come from different saves, and no staged part can make them whole."""
-
-
-CHECKPOINT_FILES = ("optimizer.pt", CAMERAS_FILE, SCENE_TENSORS, SCENE_META)
-"""The parts of a checkpoint, in the order ``Trainer.save`` renames them into place: scene.json, whose presence
-says that a checkpoint exists (``fit_scene``, ``recon4d fit``), last."""
-
-
-def _checkpoint_of(path: Path) -> str | None:
-    """The checkpoint id a scene.safetensors, scene.json or cameras.json was saved with (None: saved without
-    one, by a version before the ids, or no such file: checkpoints older still had no cameras.json)."""
-    if not path.exists():
-        return None
-    if path.suffix == ".safetensors":
-        return tensors_checkpoint(path)
-    return json.loads(path.read_text()).get("checkpoint")
-
-
-def _staged_checkpoint_of(path: Path) -> str | None:
-    """``_checkpoint_of`` the staged version of ``path``; None also for the truncated tensors of a save
-    killed while it wrote them (json files are staged atomically: never truncated)."""
-    try:
-        return _checkpoint_of(staged_path(path))
-    except SafetensorError:
-        return None
-
-
-def _complete_checkpoint(model_dir: Path, newest: str | None) -> None:
-    """Make the checkpoint in ``model_dir`` whole: finish the renames of a save that a kill interrupted, or
-    raise ``CheckpointError``. ``newest`` is the id in optimizer.pt, the part renamed first.
-
-    Why finish the newer save rather than fall back to the older one: the renames start
-    only once every part is written whole to its staged name, so parts that disagree
-    mean that the newer checkpoint is complete on disk, some parts in place and the
-    others staged, while the older one has already lost the parts that were replaced.
-    Parts that disagree with no staged part to match (a fresh fit killed while staging
-    over a split checkpoint, files copied by hand) leave nothing consistent: that is an
-    error saying so, not a resume from a mix of two steps.
-    """
-    for name in CHECKPOINT_FILES[1:]:
-        path = model_dir / name
-        found = _checkpoint_of(path)
-        if found == newest:
-            continue
-        if _staged_checkpoint_of(path) != newest:
-            raise CheckpointError(f"the checkpoint in {model_dir} mixes two saves ({CHECKPOINT_FILES[0]}: {newest}, "
-                                  f"{name}: {found}) and no staged {name} completes it; delete {model_dir} to fit "
-                                  f"from the start")
-        os.replace(staged_path(path), path)
 
 
 def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefinement, stage: str, extent: float,
@@ -293,9 +237,9 @@ class Trainer:
         return states
 
     def load(self) -> None:
-        """Continue from the checkpoint in ``model_dir``, first made whole (``_complete_checkpoint``)."""
+        """Continue from the checkpoint in ``model_dir``, first made whole (``complete_checkpoint``)."""
         state = torch.load(self.model_dir / CHECKPOINT_FILES[0], weights_only=False)
-        _complete_checkpoint(self.model_dir, state.get("checkpoint"))
+        complete_checkpoint(self.model_dir, state.get("checkpoint"))
         self.scene, self.heads, meta = load_scene(self.model_dir)
         self.poses = PoseRefinement(self.data.frames)
         self.poses.load(self.model_dir / CAMERAS_FILE)

@@ -85,7 +85,7 @@ def _plan(cfg: BenchDavisConfig):
     if cfg.quick:  # the per-frame stages dominate a short schedule: a few steps each still exercise them
         config.steps = dataclasses.replace(config.steps, motion=4, cameras=5, settle=50)
     options = PriorOptions(max_frames=16, long_side=240) if cfg.quick else PriorOptions()
-    mode = "test-quick" if cfg.quick else ("cpu-preview" if preset == "auto" and not _has_gpu() else preset)
+    mode = "test-quick" if cfg.quick else (("davis" if _has_gpu() else "cpu-preview") if preset == "auto" else preset)
     out = cfg.out or Path("out") / "bench-davis" / (mode + ("-priors" if cfg.stop_after else ""))
     return specs, config, options, out
 
@@ -131,8 +131,18 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def _largest_turn(scene_dir: Path) -> float | None:
+    """The solved camera's largest frame-to-frame rotation in degrees (None before the camera exists)."""
+    import numpy as np
+
+    from recon4d.priors.camera_sanity import frame_rotations_deg
+
+    views = _read_json(scene_dir / "priors" / "camera.json").get("viewmats")
+    return float(frame_rotations_deg(np.array(views)).max()) if views and len(views) > 1 else None
+
+
 def _row(name: str, rec, scene_dir: Path, answers: list[dict], published: dict[str, dict[str, int]]) -> dict:
-    metrics = {**_read_json(scene_dir / "metrics.json"), **(rec.metrics or {})}
+    metrics = _read_json(scene_dir / "metrics.json")
     report = _read_json(scene_dir / "priors" / "report.json")
     cam = report.get("camera_info", {})
     status = "ok" if rec.status == "done" else (rec.error_kind or "crash")
@@ -141,8 +151,8 @@ def _row(name: str, rec, scene_dir: Path, answers: list[dict], published: dict[s
            "psnr_train": metrics.get("psnr_train"), "psnr_train_min": metrics.get("psnr_train_min"),
            "psnr_heldout": metrics.get("psnr_heldout"), "psnr_heldout_min": metrics.get("psnr_heldout_min"),
            "camera": report.get("motion_type"), "fov_deg": report.get("fov_deg"),
-           "reproj_px": cam.get("reproj_px_median"), "max_rotation_deg": cam.get("max_rotation_deg"),
-           "camera_check": cam.get("sanity"), "questions": len(answers),
+           "reproj_px": cam.get("reproj_px_median"), "max_turn_deg": _largest_turn(scene_dir),
+           "camera_refused": len(cam.get("rejected_solves", [])), "questions": len(answers),
            "right": sum(bool(a.get("correct")) for a in answers),
            "cannot_tell": sum(a.get("letter") is None for a in answers)}
     for label, column in PUBLISHED_COLUMNS.items():
@@ -175,7 +185,7 @@ def _totals(rows: list[dict], answers: list[dict], published: dict[str, dict[str
 
 
 COLUMNS = ("sequence", "status", "frames", "seconds", "peak_mib", "psnr_train", "psnr_train_min", "psnr_heldout",
-           "psnr_heldout_min", "camera", "fov_deg", "reproj_px", "max_rotation_deg", "questions", "right",
+           "psnr_heldout_min", "camera", "fov_deg", "reproj_px", "max_turn_deg", "camera_refused", "questions", "right",
            "cannot_tell", *PUBLISHED_COLUMNS)
 
 

@@ -58,3 +58,19 @@ def test_scene_saved_with_world_translations_still_loads(tmp_path):
     loaded, _, _ = load_scene(tmp_path)
     torch.testing.assert_close(loaded.scaffold.node_positions(), scaffold.node_positions().detach())
     torch.testing.assert_close(loaded.scaffold.translations(2), trans[2], atol=1e-5, rtol=1e-5)
+
+
+def test_the_moving_part_of_a_scene_where_nothing_moves_is_empty_not_an_error():
+    """A static video has static Gaussians and no dynamic ones (DAVIS bus without masks): asking a frame
+    for its dynamic Gaussians alone, as the answerer does, gives none, with the full feature width."""
+    pos, quats, trans = _world_form()
+    static = GaussianSet(torch.randn(7, 3), torch.full((7, 3), 0.1), torch.rand(7, 3), torch.full((7,), 0.5),
+                         latent_dim=4)
+    empty = torch.zeros(0, 3)
+    dynamic = GaussianSet(empty, empty, empty, torch.zeros(0))
+    binding = SkinBinding(torch.zeros(0, 1, dtype=torch.int32), torch.zeros(0, 1))
+    scene = DynamicScene(static, dynamic, MotionScaffold(pos, quats, trans), binding)
+    moving = scene.at(1, include_static=False)
+    whole = scene.at(1)
+    assert moving.means.shape == (0, 3) and moving.features.shape == (0, whole.features.shape[1])
+    assert whole.features.shape == (7, 3 + 1 + 4)

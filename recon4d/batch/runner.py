@@ -132,7 +132,9 @@ def run_batch(specs: list[SceneSpec], opts: BatchOptions, progress_every: float 
         slots = int(ray.cluster_resources().get("CPU", 1) // max(opts.cpus_per_scene, 1e-3))
         if gpus:
             slots = min(slots, int(ray.cluster_resources().get("GPU", 0) // gpus))
-        remote = ray.remote(fit_scene_task)
+        # a fresh worker process per scene: its peak memory (metrics.json) is that scene's alone, and what
+        # one fit leaves allocated (GPU memory included) is freed before the next
+        remote = ray.remote(max_calls=1)(fit_scene_task)
         run_id = uuid.uuid4().hex[:12]
         refs = {}
         for spec in todo:

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -115,13 +116,20 @@ def _published(path: Path) -> dict[str, dict[str, int]]:
                 for row in csv.DictReader(f)}
 
 
-def _answer(scene_dir: Path, entries: list[dict]) -> list[dict]:
-    """The geometric answerer's records for ``entries`` (empty when the scene has no fit)."""
+def _answer(scene_dir: Path, entries: list[dict]) -> tuple[list[dict], str | None]:
+    """The geometric answerer's records for ``entries`` (none when the scene has no fit), and the error it
+    crashed with, if it did: one scene's bug must not hide every other scene's row. The traceback goes
+    to the scene's log."""
     from recon4d.grounding import answer_file
 
     if not entries or not (scene_dir / "model" / "scene.json").exists():
-        return []
-    return answer_file(scene_dir, entries)[0]
+        return [], None
+    try:
+        return answer_file(scene_dir, entries)[0], None
+    except Exception as exc:  # noqa: BLE001 - reported in the row, traceback in the log
+        with open(scene_dir / "log.txt", "a") as log:
+            log.write("bench davis: answering failed\n" + traceback.format_exc())
+        return [], f"{type(exc).__name__}: {exc}"
 
 
 def _read_json(path: Path) -> dict:
@@ -141,11 +149,12 @@ def _largest_turn(scene_dir: Path) -> float | None:
     return float(frame_rotations_deg(np.array(views)).max()) if views and len(views) > 1 else None
 
 
-def _row(name: str, rec, scene_dir: Path, answers: list[dict], published: dict[str, dict[str, int]]) -> dict:
+def _row(name: str, rec, scene_dir: Path, answers: list[dict], answer_error: str | None,
+         published: dict[str, dict[str, int]]) -> dict:
     metrics = _read_json(scene_dir / "metrics.json")
     report = _read_json(scene_dir / "priors" / "report.json")
     cam = report.get("camera_info", {})
-    status = "ok" if rec.status == "done" else (rec.error_kind or "crash")
+    status = "ok" if rec.status == "done" and answer_error is None else (rec.error_kind or "crash")
     row = {"sequence": name, "status": status, "frames": report.get("frames"),
            "seconds": rec.durations[-1] if rec.durations else None, "peak_mib": metrics.get("peak_rss_mib"),
            "psnr_train": metrics.get("psnr_train"), "psnr_train_min": metrics.get("psnr_train_min"),
@@ -158,7 +167,9 @@ def _row(name: str, rec, scene_dir: Path, answers: list[dict], published: dict[s
     for label, column in PUBLISHED_COLUMNS.items():
         marks = [published[a["id"]][column] for a in answers if column in published.get(a["id"], {})]
         row[label] = sum(marks) / len(marks) if marks else None
-    if status != "ok":
+    if answer_error is not None:
+        row["error"] = f"stopped in answering: {answer_error} (log: {scene_dir / 'log.txt'})"
+    elif status != "ok":
         row["error"] = f"stopped in {rec.failed_stage or 'priors'}: {rec.error} (log: {rec.log})"
     return row
 
@@ -227,9 +238,10 @@ def main(argv: list[str]) -> int:
     questions, published = _questions(cfg.qa), _published(cfg.published)
     rows, all_answers = [], []
     for spec in specs:
-        answers = [] if cfg.stop_after else _answer(out / spec.name, questions.get(spec.name, []))
+        answers, answer_error = ([], None) if cfg.stop_after else _answer(out / spec.name,
+                                                                          questions.get(spec.name, []))
         all_answers += answers
-        rows.append(_row(spec.name, manifest.scenes[spec.name], out / spec.name, answers, published))
+        rows.append(_row(spec.name, manifest.scenes[spec.name], out / spec.name, answers, answer_error, published))
     total = _totals(rows, all_answers, published)
     print(write_tables(out, rows, total))
     print(f"tables: {out / 'bench.md'} (also .csv, .json)")

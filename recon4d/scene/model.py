@@ -68,5 +68,8 @@ class DynamicScene(nn.Module):
             flag = torch.ones(len(dy), 1, device=dy.means.device)
             parts.append((means, quats, dy.scales, dy.opacities,
                           torch.cat([dy.colors, flag, self.dynamic_latents()], -1)))
+        if not parts:  # nothing to draw, e.g. the dynamic part of a scene in which nothing moves
+            parts.append((st.means[:0], st.quats[:0], st.scales[:0], st.opacities[:0],
+                          torch.cat([st.colors, st.colors[:, :1], st.latents], -1)[:0]))
         cat = [torch.cat(x) for x in zip(*parts)]
         return FrameGaussians(*cat, n_static=len(st) if include_static else 0)

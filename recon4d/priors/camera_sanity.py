@@ -2,9 +2,10 @@
 adjustment and every step that trusts its poses.
 
 Why: a bundle adjustment can end far from any sensible camera while its robust cost still looks
-small. On a held-out DAVIS clip (a car turning under a panning camera) the rotation-only model
-wrote an axis-angle of 265 million degrees and left no point in front of the cameras, and the
-depth step crashed on the empty frames. Two checks that need no ground truth catch such a camera:
+small. A rotation-only adjustment can even land on a mirror solution: on DAVIS paragliding the
+cameras from frame 61 on were turned 179 deg with every point behind them, reprojecting to 0.34 px
+(the projection x/z does not see the sign of z), and the depth step then crashed on frames with no
+point in front. Two checks that need no ground truth catch such a camera:
 
 * **Rotation against image motion.** Turning a camera by an angle moves every image point by at
   least about ``f * tan(angle)`` pixels at the centre, and a roll moves points at the edge by

@@ -34,11 +34,18 @@ def fit_complete(scene_dir: Path, stop_after: str | None = None) -> dict | None:
     if stop_after == "priors":
         return {"stage": "priors"} if (scene_dir / "priors" / "report.json").exists() else None
     try:
-        stage = json.loads((scene_dir / "model" / "scene.json").read_text()).get("stage")
         metrics = json.loads((scene_dir / "metrics.json").read_text())
     except (OSError, ValueError):
         return None
-    return metrics if stage == "done" and metrics.get("stage") == "done" else None
+    return metrics if stage_reached(scene_dir) == "done" and metrics.get("stage") == "done" else None
+
+
+def stage_reached(scene_dir: Path) -> str:
+    """The stage a scene folder's checkpoint is at ("priors" before the optimisation has begun)."""
+    try:
+        return json.loads((Path(scene_dir) / "model" / "scene.json").read_text()).get("stage", "priors")
+    except (OSError, ValueError):
+        return "priors"
 
 
 @dataclass

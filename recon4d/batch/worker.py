@@ -125,16 +125,9 @@ def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> s
     return adapter.teacher_name
 
 
-def stage_reached(scene_dir: Path) -> str:
-    """The stage a scene folder's checkpoint is at ("priors" before the optimisation has begun)."""
-    try:
-        return json.loads((Path(scene_dir) / "model" / "scene.json").read_text()).get("stage", "priors")
-    except (OSError, ValueError):
-        return "priors"
-
-
 def fit_scene_task(task: FitTask) -> dict:
     """Fit one scene (resuming from its folder); return what the manifest records, or raise SceneFailedError."""
+    from recon4d.batch.manifest import stage_reached
     from recon4d.errors import UserError
     from recon4d.fit.pipeline import FitJob, run_fit
     from recon4d.fit.preprocess import PriorOptions

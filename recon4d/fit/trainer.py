@@ -531,7 +531,7 @@ class Trainer:
         self.step = 0
         if self.stage == "done":
             self.poses.interpolate(self.held_out)
-        if self.stage != "done":
+        else:
             self._setup_stage()
         self.save()
 

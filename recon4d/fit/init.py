@@ -76,33 +76,34 @@ def _lift_pixels(data: SceneData, t: int, mask: Tensor, stride: int) -> tuple[Te
 
 
 def kabsch(src: Tensor, dst: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
-    """Rotation R and translation t minimising sum w |R src + t - dst|^2."""
-    w = w / w.sum()
-    mu_s, mu_d = (w[:, None] * src).sum(0), (w[:, None] * dst).sum(0)
-    cov = ((dst - mu_d) * w[:, None]).T @ (src - mu_s)
+    """Rotation R and translation t minimising sum w |R src + t - dst|^2, batched over leading dimensions
+    (src, dst ``[..., n, 3]``, w ``[..., n]``; zero weights leave a point out)."""
+    w = w / w.sum(-1, keepdim=True)
+    mu_s, mu_d = (w[..., None] * src).sum(-2), (w[..., None] * dst).sum(-2)
+    cov = ((dst - mu_d[..., None, :]) * w[..., None]).transpose(-1, -2) @ (src - mu_s[..., None, :])
     u, _, vt = torch.linalg.svd(cov)
-    fix = torch.diag(torch.tensor([1.0, 1.0, torch.sign(torch.det(u @ vt)).item()]))
-    rot = u @ fix @ vt
-    return rot, mu_d - rot @ mu_s
+    fix = torch.ones_like(mu_s)
+    fix[..., 2] = torch.sign(torch.det(u @ vt))
+    rot = u @ (fix[..., None] * vt)
+    return rot, mu_d - (rot @ mu_s[..., None])[..., 0]
 
 
 def rotmat_to_quat(rot: Tensor) -> Tensor:
-    """(w, x, y, z) of a rotation matrix (stable branch on the largest component)."""
+    """(w, x, y, z) of rotation matrices ``[..., 3, 3]`` (stable branch on the largest component, per matrix)."""
     m = rot
-    tr = m[0, 0] + m[1, 1] + m[2, 2]
-    cands = torch.stack([1 + tr, 1 + m[0, 0] - m[1, 1] - m[2, 2], 1 - m[0, 0] + m[1, 1] - m[2, 2],
-                         1 - m[0, 0] - m[1, 1] + m[2, 2]])
-    i = int(torch.argmax(cands))
-    s = torch.sqrt(cands[i].clamp(min=1e-12)) * 2
-    if i == 0:
-        q = [s / 4, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
-    elif i == 1:
-        q = [(m[2, 1] - m[1, 2]) / s, s / 4, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s]
-    elif i == 2:
-        q = [(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, s / 4, (m[1, 2] + m[2, 1]) / s]
-    else:
-        q = [(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, s / 4]
-    return F.normalize(torch.stack(q), dim=0)
+    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    cands = torch.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1)
+    s = torch.sqrt(cands.max(-1).values.clamp(min=1e-12)) * 2
+    d21, d02, d10 = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]
+    s01, s02, s12 = m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1]
+    branches = torch.stack([
+        torch.stack([s / 4, d21 / s, d02 / s, d10 / s], -1),
+        torch.stack([d21 / s, s / 4, s01 / s, s02 / s], -1),
+        torch.stack([d02 / s, s01 / s, s / 4, s12 / s], -1),
+        torch.stack([d10 / s, s02 / s, s12 / s, s / 4], -1),
+    ], -2)  # [..., 4 branches, 4]
+    pick = cands.argmax(-1)[..., None, None].expand(*cands.shape[:-1], 1, 4)
+    return F.normalize(branches.gather(-2, pick)[..., 0, :], dim=-1)
 
 
 def sample_depth(depth: Tensor, xy: Tensor) -> Tensor:
@@ -113,37 +114,33 @@ def sample_depth(depth: Tensor, xy: Tensor) -> Tensor:
 
 
 def node_trajectories(data: SceneData, nodes: Tensor, ref: int, cfg: InitConfig) -> tuple[Tensor, Tensor]:
-    """Per-frame rigid transforms [T,M,4], [T,M,3] of the nodes from the dynamic tracks.
+    """Per-frame rigid transforms [T,M,4], [T,M,3] of the nodes from the dynamic tracks, on the nodes' device.
 
     Frames where a node keeps at least 3 of its reference tracks are solved by
-    Kabsch from the reference frame; the others are carried from their neighbour
-    (``_chain_unsolved``).
+    weighted Kabsch from the reference frame, all nodes and frames in one batch
+    (a track's weight falls off with its distance to the node; a track out of view
+    weighs nothing); the others are carried from their neighbour (``_chain_unsolved``).
     """
     T, M = data.frames, len(nodes)
-    quats = torch.tensor([1.0, 0, 0, 0]).repeat(T, M, 1)
-    trans = torch.zeros(T, M, 3)
+    quats = nodes.new_tensor([1.0, 0, 0, 0]).repeat(T, M, 1)
+    trans = nodes.new_zeros(T, M, 3)
     tracks = torch.nonzero(data.track_dynamic & data.track_visible[ref]).squeeze(1)
     if len(tracks) < 3:
         return quats, trans
-    xy_ref = data.track_xy[ref, tracks]
-    p_ref = lift(xy_ref, sample_depth(data.depth[ref], xy_ref), data.K, data.viewmats[ref])
+    points = torch.stack([lift(xy, sample_depth(data.depth[t], xy), data.K, data.viewmats[t])
+                          for t, xy in enumerate(data.track_xy[:, tracks])])  # [T, tracks, 3]
     k = min(cfg.tracks_per_node, len(tracks))
-    near, d2 = knn(nodes.contiguous(), p_ref.contiguous(), k)
-    near = near.long()
-    solved = torch.zeros(T, M, dtype=torch.bool)
+    near, d2 = knn(nodes.contiguous(), points[ref].contiguous(), k)
+    near = near.long()  # [M, k]
+    falloff = torch.exp(-d2 / (2 * d2.median(dim=1, keepdim=True).values.clamp(min=1e-8))) + 1e-6
+    visible = data.track_visible[:, tracks][:, near]  # [T, M, k]
+    solved = visible.sum(-1) >= 3
+    solved[ref] = False  # the reference frame is the identity
+    weights = torch.where(solved[..., None], falloff * visible, torch.ones_like(falloff))  # unsolved: discarded
+    rot, tr = kabsch(points[ref][near].expand(T, -1, -1, -1), points[:, near], weights)
+    quats = torch.where(solved[..., None], rotmat_to_quat(rot), quats)
+    trans = torch.where(solved[..., None], tr, trans)
     solved[ref] = True
-    for t in range(T):
-        if t == ref:
-            continue
-        vis_t = data.track_visible[t, tracks]
-        xy_t = data.track_xy[t, tracks]
-        p_t = lift(xy_t, sample_depth(data.depth[t], xy_t), data.K, data.viewmats[t])
-        for j in range(M):
-            idx = near[j][vis_t[near[j]]]
-            if len(idx) >= 3:
-                w = torch.exp(-d2[j][vis_t[near[j]]] / (2 * d2[j].median().clamp(min=1e-8)))
-                rot, tr = kabsch(p_ref[idx], p_t[idx], w + 1e-6)
-                quats[t, j], trans[t, j], solved[t, j] = rotmat_to_quat(rot), tr, True
     _chain_unsolved(data, nodes, quats, trans, solved, ref, cfg)
     return quats, trans
 
@@ -201,14 +198,14 @@ def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = f
     keys = [_nearest_kept(t, T, held_out) for t in keys]
     lifted = [_lift_pixels(data, t, static_mask[t], cfg.static_stride) for t in dict.fromkeys(keys)]
     s_pts, s_rgb, s_size = (torch.cat(x) for x in zip(*lifted))
-    static = GaussianSet(s_pts, s_size[:, None].repeat(1, 3), s_rgb, torch.full((len(s_pts),), 0.9),
+    static = GaussianSet(s_pts, s_size[:, None].repeat(1, 3), s_rgb, s_pts.new_full((len(s_pts),), 0.9),
                          latent_dim=cfg.latent_dim)
 
     area = data.dynamic_mask.flatten(1).sum(1)
     area[list(held_out)] = -1
     ref = int(area.argmax())
     d_pts, d_rgb, d_size = _lift_pixels(data, ref, data.dynamic_mask[ref], cfg.dynamic_stride)
-    dynamic = GaussianSet(d_pts, d_size[:, None].repeat(1, 3), d_rgb, torch.full((len(d_pts),), 0.9))
+    dynamic = GaussianSet(d_pts, d_size[:, None].repeat(1, 3), d_rgb, d_pts.new_full((len(d_pts),), 0.9))
     if len(d_pts) == 0:  # a static video: one idle node keeps the model uniform
         nodes = s_pts[:1].clone()
     else:

@@ -21,14 +21,16 @@ from torch import Tensor
 
 
 def farthest_points(points: Tensor, m: int) -> Tensor:
-    """Indices of m farthest-point samples (deterministic: starts at the point nearest the centroid)."""
+    """Indices of m farthest-point samples (deterministic: starts at the point nearest the centroid).
+
+    The indices stay tensors on the points' device, so a GPU never waits for the host between picks."""
     m = min(m, len(points))
-    chosen = [int(torch.argmin((points - points.mean(0)).norm(dim=1)))]
+    chosen = [torch.argmin((points - points.mean(0)).norm(dim=1))]
     dist = (points - points[chosen[0]]).norm(dim=1)
     for _ in range(m - 1):
-        chosen.append(int(torch.argmax(dist)))
+        chosen.append(torch.argmax(dist))
         dist = torch.minimum(dist, (points - points[chosen[-1]]).norm(dim=1))
-    return torch.tensor(chosen)
+    return torch.stack(chosen)
 
 
 def trajectory_distance(positions: Tensor, quantile: float = 0.9, rows_per_chunk: int = 64) -> Tensor:

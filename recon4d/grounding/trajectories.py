@@ -62,6 +62,8 @@ class Motion:
     yaw_deg: float  # rotation about up, + = counter-clockwise seen from above (a left turn)
     seen_rotation_deg: float  # rotation about the line of sight, + = counter-clockwise as seen
     speeds: np.ndarray  # [T-1] centre speed per frame
+    spin_deg: float = 0.0  # the body's own rotation about up, moving or not (revolutions of a dancer)
+    roll_deg: float = 0.0  # the body's own rotation about the line of sight, + = counter-clockwise as seen (flips)
 
     @property
     def moving(self) -> bool:
@@ -82,6 +84,12 @@ class ObjectTrack:
     def centres_in(self, viewmat: np.ndarray) -> np.ndarray:
         """Centres ``[T, 3]`` in the axes of one camera (world-to-camera ``viewmat``)."""
         return self.centres @ viewmat[:3, :3].T + viewmat[:3, 3]
+
+    def window(self, lo: int, hi: int, viewmats: np.ndarray, up: np.ndarray) -> ObjectTrack:
+        """This track over frames ``lo:hi`` only, measured afresh (the object's size stays the whole clip's)."""
+        rots, centres = self.rots[lo:hi], self.centres[lo:hi]
+        heading, motion = measure(rots, centres, self.motion.size, viewmats[lo:hi], up)
+        return ObjectTrack(self.obj, rots, self.trans[lo:hi], centres, heading, motion)
 
     def in_heading_frame(self, points: np.ndarray, up: np.ndarray) -> np.ndarray:
         """Points ``[T, 3]`` (world, one per frame) as (forward, left, up) from this object at each frame."""
@@ -152,18 +160,31 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     centroid = w @ pts[ref] / w.sum()
     size = float(np.sqrt(w @ ((pts[ref] - centroid) ** 2).sum(1) / w.sum()))
     centres = obj.seen if obj.seen is not None else _least_travelling_centres(rots, trans, centroid, size)
+    heading, motion = measure(rots, centres, size, viewmats, up)
+    return ObjectTrack(obj, rots, trans, centres, heading, motion)
+
+
+def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.ndarray,
+            up: np.ndarray) -> tuple[np.ndarray, Motion]:
+    """Heading per frame and motion measures of a body with rotations ``rots`` and centres ``centres`` ``[T, ...]``.
+
+    Separate from ``track_object`` so that a time window of a track ("at the start of
+    the video") is measured exactly as a whole clip is.
+    """
+    T = len(centres)
     steps = np.diff(centres, axis=0)
     speeds = np.linalg.norm(steps, axis=1)
     path = float(speeds.sum())
-    heading = _headings(rots, centres, up, path, ref)
+    heading = _headings(rots, centres, up, path)
 
     eyes = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
     in_cam = np.einsum("tij,tj->ti", viewmats[:-1, :3, :3], steps).sum(0)
     to_obj = centres[:-1] - eyes[:-1]
     to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)
-    spins = np.stack([rotation_vector(rots[t + 1] @ rots[t].T) for t in range(T - 1)])
+    spins = np.stack([rotation_vector(rots[t + 1] @ rots[t].T) for t in range(T - 1)]) if T > 1 else np.zeros((1, 3))
     total = spins.sum(0)
-    yaw = float(total @ up)
+    yaw = spin = float(total @ up)
+    roll = float((spins * -to_obj).sum()) if T > 1 else 0.0
     reach = float(np.linalg.norm(centres[:, None] - centres[None], axis=-1).max())
     moving = reach > MOVING * size
     if moving:
@@ -178,7 +199,7 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         # uncertain band or on the wrong side, through up none.
         seen = yaw * float(np.mean(-to_obj @ up))
     else:
-        seen = float((spins * -to_obj).sum())
+        seen = roll
     motion = Motion(
         size=size,
         path=path,
@@ -192,8 +213,10 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         yaw_deg=math.degrees(yaw),
         seen_rotation_deg=math.degrees(seen),
         speeds=speeds,
+        spin_deg=math.degrees(spin),
+        roll_deg=math.degrees(roll),
     )
-    return ObjectTrack(obj, rots, trans, centres, heading, motion)
+    return heading, motion
 
 
 def _least_travelling_centres(rots: np.ndarray, trans: np.ndarray, centroid: np.ndarray, size: float) -> np.ndarray:
@@ -234,7 +257,7 @@ def _path_turn(centres: np.ndarray, up: np.ndarray) -> float:
     return 2.0 * math.atan2(float(np.cross(a, b) @ up), float(a @ b))
 
 
-def _headings(rots: np.ndarray, centres: np.ndarray, up: np.ndarray, path: float, ref: int) -> np.ndarray:
+def _headings(rots: np.ndarray, centres: np.ndarray, up: np.ndarray, path: float) -> np.ndarray:
     """Unit horizontal heading per frame: the first quarter's travel direction, carried by the rotation.
 
     A rigid object's front is not visible in the geometry, so the heading frame
@@ -283,6 +306,12 @@ class SceneTracks:
     global_viewmat: np.ndarray | None
     global_note: str
     instances_from: str
+
+    def window(self, lo: int, hi: int) -> SceneTracks:
+        """The scene over frames ``lo:hi``: every track and the cameras cut to that window."""
+        viewmats = self.viewmats[lo:hi]
+        return SceneTracks([t.window(lo, hi, self.viewmats, self.up) for t in self.tracks], self.up, self.up_source,
+                           viewmats, self.global_viewmat, self.global_note, self.instances_from)
 
 
 def load_tracks(scene_dir, masks=None) -> SceneTracks:

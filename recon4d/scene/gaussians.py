@@ -26,10 +26,10 @@ class GaussianSet(nn.Module):
         self.means = nn.Parameter(means.clone().float())
         self.log_scales = nn.Parameter(torch.log(scales.clamp(min=1e-6)).float())
         self.quats = nn.Parameter(quats.clone().float() if quats is not None else
-                                  torch.tensor([1.0, 0, 0, 0]).repeat(n, 1))
+                                  means.new_tensor([1.0, 0, 0, 0]).repeat(n, 1))
         self.opacity_logits = nn.Parameter(_logit(opacities.float()))
         self.color_logits = nn.Parameter(_logit(colors.float()))
-        self.latents = nn.Parameter(torch.zeros(n, latent_dim))
+        self.latents = nn.Parameter(means.new_zeros(n, latent_dim))
 
     def __len__(self) -> int:
         return self.means.shape[0]

@@ -32,9 +32,9 @@ class MotionScaffold(nn.Module):
         with torch.no_grad():
             offsets = quat_rotate(F.normalize(self.node_quats, dim=-1), self.node_pos) + node_trans.float() - self.node_pos
         self.node_offsets = nn.Parameter(offsets)
-        self.latents = nn.Parameter(torch.zeros(node_pos.shape[0], latent_dim))
+        self.latents = nn.Parameter(node_pos.new_zeros(node_pos.shape[0], latent_dim))
         # ARAP pairs [E, 3] (node i, node j, level), set from the initial trajectories (fit.topology)
-        self.register_buffer("arap_edges", torch.zeros(0, 3, dtype=torch.long))
+        self.register_buffer("arap_edges", torch.zeros(0, 3, dtype=torch.long, device=node_pos.device))
 
     @property
     def frames(self) -> int:
@@ -69,7 +69,7 @@ class SkinBinding(nn.Module):
         k = min(k, node_pos.shape[0])
         idx, dist2 = knn(canon_means.detach().float().contiguous(), node_pos.float().contiguous(), k)
         if sigma is None:
-            spacing = dist2[:, 0].clamp(min=1e-12).sqrt().median() if len(dist2) else torch.tensor(1.0)
+            spacing = dist2[:, 0].clamp(min=1e-12).sqrt().median() if len(dist2) else dist2.new_tensor(1.0)
             sigma = float(spacing.clamp(min=1e-6)) * 2.0
         return cls(idx, -dist2 / (2 * sigma**2))
 

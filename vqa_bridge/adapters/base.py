@@ -95,3 +95,7 @@ class VisionLanguageAdapter(ABC):
     @abstractmethod
     def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
         """Decoded answer text with the vision encoder's output replaced by ``tokens``."""
+
+    def run_settings(self) -> dict:
+        """How this adapter runs its model beyond ``Generation`` (e.g. checkpoint decoding overrides), for the record."""
+        return {}

@@ -21,8 +21,6 @@ import copy
 import numpy as np
 import torch
 from torch import Tensor
-from transformers import GenerationConfig
-
 from vqa_bridge.adapters.base import VisionLanguageAdapter
 
 # Sampling and search settings a checkpoint may ship; unset, so that generate() takes the argmax at every step.
@@ -44,14 +42,21 @@ def video_frames(frames: Tensor) -> np.ndarray:
     return (frames.detach().float().clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
 
 
-def greedy_config(checkpoint: GenerationConfig, pad_token_id: int | None) -> tuple[GenerationConfig, dict]:
-    """(the checkpoint's generation config made greedy, {setting: checkpoint value} for what changed)."""
-    config = copy.deepcopy(checkpoint)
-    overridden = {k: getattr(config, k, None) for k, v in GREEDY.items() if getattr(config, k, None) != v}
+def make_greedy(model, pad_token_id: int | None) -> dict:
+    """Replace the model's generation config by a greedy copy; returns {setting: checkpoint value} for what changed.
+
+    The model's own config is replaced, not just a copy passed to ``generate``: transformers fills every unset
+    field of a passed config from ``model.generation_config``, which would bring the checkpoint's sampling
+    settings and repetition penalty back.
+    """
+    config = copy.deepcopy(model.generation_config)
+    overridden = {k: getattr(config, k) for k, v in GREEDY.items()
+                  if getattr(config, k, None) is not None and getattr(config, k) != v}
     config.update(**GREEDY)
     if config.pad_token_id is None:
         config.pad_token_id = pad_token_id
-    return config, overridden
+    model.generation_config = config
+    return overridden
 
 
 def on_device(inputs: dict, device: torch.device) -> dict:
@@ -66,7 +71,7 @@ class ProcessorAdapter(VisionLanguageAdapter):
         self.model = model.eval()
         self.processor = processor
         self.tokenizer = processor.tokenizer
-        self.generation, self.overridden = greedy_config(model.generation_config, self.tokenizer.pad_token_id)
+        self.overridden = make_greedy(model, self.tokenizer.pad_token_id)
         if teacher_name is not None:
             self.teacher_name = teacher_name
 
@@ -80,12 +85,19 @@ class ProcessorAdapter(VisionLanguageAdapter):
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def text_inputs(self, prompt: str, video_replacement: str) -> dict:
-        """Input ids of the prompt with the video placeholder expanded as the processor expands it, no pixels."""
+        """Input ids of the prompt with the video placeholder expanded as the processor expands it, no pixels.
+
+        The processor's own text steps (its call refuses video tokens without a video): the placeholder
+        replaced by ``video_replacement``, the tokenizer, and the modality types where the processor adds them.
+        """
         (text,), _ = self.processor.get_text_with_replacements([self.chat_text(prompt)], [], [video_replacement])
-        return on_device(dict(self.processor(text=[text], return_tensors="pt")), self.device)
+        inputs = dict(self.tokenizer([text], return_tensors="pt"))
+        if getattr(self.processor, "return_mm_token_type_ids", False):
+            inputs["mm_token_type_ids"] = torch.tensor(self.processor.create_mm_token_type_ids(inputs["input_ids"]))
+        return on_device(inputs, self.device)
 
     def generate(self, inputs: dict, max_new_tokens: int) -> str:
-        out = self.model.generate(**inputs, generation_config=self.generation, max_new_tokens=max_new_tokens)
+        out = self.model.generate(**inputs, max_new_tokens=max_new_tokens)
         return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def run_settings(self) -> dict:

@@ -10,22 +10,41 @@ with ``tokenizers`` (256 byte symbols, no merges, plus Qwen's chat and vision
 special tokens) encodes any text losslessly and needs no files, which is all a
 random-weight model needs. Its answers are noise, but noise with the exact
 shape of a real run: the extractor usually finds no valid answer in them.
+
+Why a processor: the adapter builds every input through the model's processor
+and chat template, as it does for the 7B checkpoint; this one has Qwen's
+processor classes at the tiny model's patch size and a small pixel budget, and a
+chat template with Qwen2.5-VL's layout (the byte tokenizer ships none).
 """
 
 from __future__ import annotations
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+from transformers import (PreTrainedTokenizerFast, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
+                          Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
 
-from vqa_bridge.adapters.hf_native import QwenVLAdapter
+from vqa_bridge.adapters.qwen import QwenVLAdapter
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                   "<|image_pad|>", "<|video_pad|>"]
 
-# Frames are resized to IMAGE_SIZE^2; patches of 8 px give an 8x8 teacher grid of width VISION_DIM.
-IMAGE_SIZE = 64
+# Patches of 8 px, merged 2x2; the video processor keeps a frame between 32^2 and 64^2 pixels (aspect kept,
+# sides multiples of 16): a 48x64 frame stays 48x64, a 6x8 teacher grid of width VISION_DIM.
+PATCH = 8
+MIN_PIXELS, MAX_PIXELS = 32 * 32, 64 * 64
 VISION_DIM = 32
+
+# Qwen2.5-VL's chat layout: the default system prompt, then each turn; a video is
+# <|vision_start|><|video_pad|><|vision_end|>, which the processor expands to the video's tokens.
+CHAT_TEMPLATE = (
+    "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
+    "{% if c['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def byte_tokenizer() -> PreTrainedTokenizerFast:
@@ -42,7 +61,7 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
 def tiny_qwen_config(tokenizer: PreTrainedTokenizerFast) -> Qwen2_5_VLConfig:
     """Two vision blocks (one windowed, one full attention) and two text layers, a few thousand weights each."""
     ids = tokenizer.convert_tokens_to_ids
-    vision = dict(depth=2, hidden_size=VISION_DIM, intermediate_size=64, num_heads=2, patch_size=8,
+    vision = dict(depth=2, hidden_size=VISION_DIM, intermediate_size=64, num_heads=2, patch_size=PATCH,
                   spatial_merge_size=2, temporal_patch_size=2, window_size=32, out_hidden_size=64,
                   fullatt_block_indexes=[1], tokens_per_second=2)
     text = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -55,6 +74,13 @@ def tiny_qwen_config(tokenizer: PreTrainedTokenizerFast) -> Qwen2_5_VLConfig:
                             vision_end_token_id=ids("<|vision_end|>"))
 
 
+def tiny_processor(tokenizer: PreTrainedTokenizerFast) -> Qwen2_5_VLProcessor:
+    """Qwen's image and video processors (CLIP normalisation, the model's patch, merge and temporal sizes)."""
+    sizes = dict(patch_size=PATCH, merge_size=2, temporal_patch_size=2, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    return Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**sizes), tokenizer=tokenizer,
+                               video_processor=Qwen2VLVideoProcessor(**sizes), chat_template=CHAT_TEMPLATE)
+
+
 def tiny_adapter(seed: int = 0) -> QwenVLAdapter:
     """The tiny model behind ``--model tiny``; float32, eager attention, one CPU thread, same for a given seed."""
     tokenizer = byte_tokenizer()
@@ -63,6 +89,6 @@ def tiny_adapter(seed: int = 0) -> QwenVLAdapter:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen2_5_VLForConditionalGeneration(config)
-    adapter = QwenVLAdapter(model.float(), tokenizer, image_size=IMAGE_SIZE, teacher_name="tiny")
+    adapter = QwenVLAdapter(model.float(), tiny_processor(tokenizer), teacher_name="tiny")
     adapter.threads = 1
     return adapter

@@ -137,8 +137,8 @@ def test_translation_directions_and_absent_objects():
 
 def test_unsupported_questions_say_cannot_tell():
     st = _scene(np.zeros((4, 3)), np.zeros(4))
-    assert parse("How many times does the horse jump to the right?")[0] == "unsupported"
-    assert _ask(st, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == CANNOT_TELL
+    assert parse("How many steps does the person take to the right?")[0] == "unsupported"  # gait: not in a centre's path
+    assert _ask(st, "How many steps does the person take to the right?", [1, 2, 0, 4]) == CANNOT_TELL
     assert colour_word(np.array([0.1, 0.2, 0.8])) == "blue" and colour_word(np.array([0.5, 0.5, 0.5])) == "grey"
 
 

@@ -2,59 +2,60 @@
 
 Why: it is the upper bound of what explicit 4D grounding can give, and a check on
 the reconstruction: if the fit moved an object the wrong way, the answer is wrong.
-A question is parsed into a kind and its subject(s) by a handful of patterns (the
-VLM4D wordings); the subject is bound to a fitted object; the kind's rule turns
-the motion measures into a canonical answer (a direction word or a count); and
-that answer is matched to one of the choices through a small synonym table.
-Whatever cannot be parsed, bound or decided with margin is answered
-"cannot tell", with the reason, rather than guessed.
+A question is parsed into a kind, its subject(s), frame and time window
+(``recon4d.grounding.questions``); the subject is bound to fitted objects
+(``recon4d.grounding.binding``); the kind's rule (``recon4d.grounding.rules``)
+turns the motion measures of that window into a canonical answer (a direction
+word or a count); and that answer is matched to one of the choices through a
+small synonym table. Whatever cannot be parsed, bound or decided with margin is
+answered "cannot tell", with the reason, rather than guessed.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from recon4d.grounding.objects import HUES
-from recon4d.grounding.shape import SHAPES
-from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
+from recon4d.grounding import rules
+from recon4d.grounding.binding import COLOUR_WORDS, SHAPE_NOUNS, Binding, SceneNouns, bind, noun_phrase
+from recon4d.grounding.questions import parse
+from recon4d.grounding.trajectories import ObjectTrack, SceneTracks, heading_offset_deg
 
 CANNOT_TELL = "cannot tell"
-DOMINANCE = 1.5  # one axis must beat the others by this factor to name a direction
 SAME_DIRECTION_DEG, HEADING_DEG = 10.0, 20.0  # relative heading: same below, left/right above
-COLOUR_WORDS = set(HUES) | {"white", "grey", "gray", "black"}
-# Shape nouns the answerer knows: the shapes it can estimate (and synonyms), and shapes it never
-# estimates, which therefore no object with a known shape has.
-SHAPE_NOUNS = {**{s: s for s in (*SHAPES, "cone", "pyramid", "ring")}, "sphere": "ball"}
+WINDOW_SHARE = 1 / 3  # "at the start / end of the video": the first / last third of the frames
 # canonical answer -> texts a choice may use for it
 SYNONYMS = {
-    "left": {"left", "to the left", "turning left"},
-    "right": {"right", "to the right", "turning right"},
-    "towards": {"towards the camera", "toward the camera", "towards", "toward", "coming closer", "closer"},
-    "away": {"away from the camera", "away", "going further away", "moving further away", "further away"},
-    "up": {"up", "upwards", "uphill"},
-    "down": {"down", "downwards", "downhill"},
-    "not moving": {"not moving", "stationary", "still"},
+    "left": {"left", "to the left", "turning left", "towards the left", "to his left", "to her left", "to their left",
+             "left direction"},
+    "right": {"right", "to the right", "turning right", "towards the right", "to his right", "to her right",
+              "to their right", "right direction"},
+    "towards": {"towards the camera", "toward the camera", "towards", "toward", "coming closer", "closer",
+                "getting closer", "moving closer"},
+    "away": {"away from the camera", "away", "going further away", "moving further away", "further away",
+             "farther away", "getting farther away", "getting further away", "further", "farther"},
+    "up": {"up", "upwards", "upward", "uphill", "taking off", "coming out", "coming out of the water",
+           "flying up to the sky", "jumping up", "climbing up"},
+    "down": {"down", "downwards", "downward", "downhill", "landing", "diving in", "jumping down to the water",
+             "getting down", "climbing down"},
+    "above": {"above", "from above"},
+    "below": {"below", "from below"},
+    "not moving": {"not moving", "stationary", "still", "did not move"},
     "clockwise": {"clockwise"},
     "counter-clockwise": {"counter-clockwise", "counterclockwise", "anticlockwise", "anti-clockwise"},
-    "not rotating": {"not rotating", "not spinning"},
+    "not rotating": {"not rotating", "not spinning", "not flipping"},
+    "not turning": {"not turning", "no turn"},
     "forwards": {"forwards", "forward"},
     "backwards": {"backwards", "backward"},
-    "straight": {"moving straight and not turning", "straight", "not turning"},
-    "same direction": {"same direction"},
+    "straight": {"moving straight and not turning", "straight", "not turning", "no turn"},
+    "same direction": {"same direction", "same directions", "the same direction"},
+    "opposite direction": {"opposite direction", "opposite directions"},
+    "towards each other": {"towards each other", "toward each other"},
+    "away from each other": {"away from each other"},
+    "the left one": {"the left one", "left one"},
+    "the right one": {"the right one", "right one"},
 }
-PATTERNS = [  # (kind, regex); subjects are the named groups a and b
-    ("relative_heading", r"relative to the direction the (?P<a>.+?) is moving, is the (?P<b>.+?) heading to its left or"),
-    ("count_shape", r"^how many (?P<a>[a-z ]+?)s are there in the video"),
-    ("count_side", r"^how many objects are moving to the (?P<side>left|right)"),
-    ("count_still", r"^how many objects stay in the same place"),
-    ("count_spinning", r"^how many objects are spinning in place"),
-    ("rotation", r"(?:is|are) the (?P<a>.+?) (?:rotating|spinning|turning) clockwise or counter-?clockwise"),
-    ("own_turn", r"(?:is|are) the (?P<a>.+?) turning (?:to the )?left or (?:to the )?right"),
-    ("own_direction", r"(?:is|are) the (?P<a>.+?) \w+ forwards? or backwards?"),
-    ("distance", r"(?:is|are) the (?P<a>.+?) (?:coming|moving|getting) closer or (?:moving|going|getting) \w+ away"),
-    ("direction", r"(?:what|which) (?:direction|way) (?:is|are|did|does) the (?P<a>.+?) (?:\w+ing|move|go)\b"),
-]
+# What "not moving" is called in each kind's choices, for subjects that do not move.
+STILL_LABEL = {"rotation": "not rotating", "count_revolutions": 0}
 
 
 @dataclass
@@ -70,123 +71,187 @@ class Answer:
     numbers: dict = field(default_factory=dict)
 
 
-def parse(question: str) -> tuple[str, dict]:
-    """Kind and captured parts (subjects, side) of a question; kind "unsupported" when no pattern fits."""
-    text = question.lower().strip()
-    for kind, pattern in PATTERNS:
-        m = re.search(pattern, text)
-        if m:
-            return kind, {k: v.strip() for k, v in m.groupdict().items()}
-    return "unsupported", {}
+def answer_question(entry: dict, st: SceneTracks, nouns: SceneNouns | None = None) -> Answer:
+    """Answer one VLM4D entry (question + choices) from the scene's trajectories.
 
-
-def bind(name: str, st: SceneTracks) -> tuple[ObjectTrack | None, str]:
-    """The fitted object a noun phrase names, or None (absent or unknown) with the reason.
-
-    Phrases with a colour word or a known shape noun ("the red ball", "the cone")
-    are matched on what they name: an object of another colour or of another
-    known shape does not match. One match binds; none is absent; but an object of
-    the named colour whose shape is unknown might be the one named, so while there
-    is one the phrase is neither bound nor absent. A bare noun ("the swan") binds
-    to the only moving object when there is exactly one, and to nothing otherwise.
+    ``nouns``: the subject nouns of all the scene's questions (``scene_nouns``), so
+    that a noun the scene's questions name less often than another is not bound
+    to the objects the other names; without it a bare noun binds as if alone.
     """
-    words = name.replace("-", " ").split()
-    colour = next((w.replace("gray", "grey") for w in words if w in COLOUR_WORDS), None)
-    shape = next((SHAPE_NOUNS[w] for w in words if w in SHAPE_NOUNS), None)
-    if colour is None and shape is None:
-        if len(st.tracks) == 1:
-            return st.tracks[0], f"assumed: '{name}' is the only moving object ({st.tracks[0].obj.label})"
-        return None, f"unbound: '{name}' names no colour or shape and {len(st.tracks)} objects move"
-    looks = " ".join(w for w in (colour, shape) if w)
-    hits = [t for t in st.tracks if colour in (None, t.obj.colour) and shape in (None, t.obj.shape)]
-    unsure = [t for t in st.tracks if colour in (None, t.obj.colour) and shape is not None and t.obj.shape is None]
-    if len(hits) == 1 and not unsure:
-        how = " and ".join(w for w, named in (("colour", colour), ("shape", shape)) if named)
-        return hits[0], f"matched {hits[0].obj.label} (object {hits[0].obj.index}) by {how}"
-    if not hits and not unsure:
-        return None, f"absent: no fitted object is {'a ' + looks if shape else looks}"
-    if unsure:
-        return None, "unsure: shape unknown for " + "; ".join(f"{t.obj.label} ({t.obj.shape_note})" for t in unsure)
-    return None, f"ambiguous: {len(hits)} objects match '{looks}'"
+    kind, parts = parse(entry["question"])
+    choices = entry["choices"]
+    if kind == "unsupported":
+        return Answer(kind, CANNOT_TELL, None, "question type not supported by the geometric answerer")
+    window = parts.get("window", "all")
+    if window != "all":
+        T = len(st.viewmats)
+        k = max(2, round(WINDOW_SHARE * T))
+        st = st.window(0, k) if window == "start" else st.window(T - k, T)
+    offered = _offered(choices)
+    if kind in ("camera_turn", "camera_move", "camera_orbit"):
+        return _camera(kind, parts, st, nouns, offered, choices)
+    if kind.startswith("count_") and kind not in EVENT_COUNTS:
+        return _count(kind, parts, st, nouns, offered, choices)
+    subject = parts["b"] if kind == "relative_heading" else parts["a"]
+    binding = bind(subject, st, nouns, group=kind in PAIR_KINDS)
+    ans = Answer(kind, CANNOT_TELL, None, binding.why, subject=subject)
+    if kind in PAIR_KINDS:
+        return _pair(kind, parts, binding, st, nouns, ans, choices)
+    if binding.status in ("absent", "empty", "other"):
+        return _unbound(kind, binding, ans, choices)
+    members = binding.tracks if binding.status in ("bound", "group") else []
+    if not members:
+        return ans
+    ans.bound_to = ", ".join(t.obj.label for t in members)
+    if len(members) == 1:
+        ans.numbers = _numbers(members[0])
+    labels = [_rule(kind, parts, t, st, offered) for t in members]
+    got = {label for label, _ in labels}
+    why = "; ".join(w for _, w in labels)
+    if len(got) != 1:
+        return _finish(ans, None, choices, f"the objects disagree: {why}")
+    return _finish(ans, got.pop(), choices, why)
 
 
-def _direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
-    """Dominant camera-frame direction among the offered axes, or None when no axis dominates."""
+def scene_nouns(entries: list[dict]) -> SceneNouns:
+    """The subject nouns of a scene's questions, for ``answer_question``'s ``nouns``."""
+    return SceneNouns.of([parse(e["question"])[1].get("a", "") for e in entries])
+
+
+PAIR_KINDS = {"pair_heading", "pair_gap", "leading", "relative_heading"}
+EVENT_COUNTS = {"count_jumps", "count_moves", "count_turns", "count_revolutions"}
+PER_OBJECT = {
+    "direction": lambda t, st, o, p: rules.direction(t, o),
+    "origin": lambda t, st, o, p: rules.origin(t, o),
+    "distance": lambda t, st, o, p: rules.distance(t),
+    "vertical": lambda t, st, o, p: rules.vertical(t),
+    "rotation": lambda t, st, o, p: rules.rotation(t),
+    "own_direction": lambda t, st, o, p: rules.own_direction(t),
+    "own_turn": lambda t, st, o, p: rules.own_turn(t),
+    "seen_turn": lambda t, st, o, p: rules.seen_turn(t, st.viewmats, st.up),
+    "count_jumps": lambda t, st, o, p: rules.count_jumps(t, p.get("label"), st.viewmats, st.up),
+    "count_moves": lambda t, st, o, p: rules.count_moves(t, p["label"], st.viewmats, st.up),
+    "count_turns": lambda t, st, o, p: rules.count_turns(t, p["label"], st.up),
+    "count_revolutions": lambda t, st, o, p: rules.count_revolutions(t, p.get("sense"), p.get("axis", "up")),
+}
+
+
+def _rule(kind: str, parts: dict, t: ObjectTrack, st: SceneTracks, offered: set[str]):
+    return PER_OBJECT[kind](t, st, offered, parts)
+
+
+def _numbers(t: ObjectTrack) -> dict:
     m = t.motion
-    if not m.moving:
-        return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
-    axes = {"lateral": (m.lateral, "right", "left"), "depth": (m.depth, "away", "towards"), "rise": (m.rise, "up", "down")}
-    mags = sorted(((abs(v), name) for name, (v, *_) in axes.items()), reverse=True)
-    asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
-    best = max(asked, key=lambda n: abs(axes[n][0]), default=None)
-    if best is None:
-        return None, "no direction among the choices"
-    others = max((mag for mag, n in mags if n != best), default=0.0)
-    if abs(axes[best][0]) < DOMINANCE * others:
-        return None, f"{best} {axes[best][0]:+.2f} does not dominate (next {others:.2f})"
-    v, pos, neg = axes[best]
-    return (pos if v > 0 else neg), f"{best} {v:+.2f}, others at most {others:.2f}"
+    return {k: round(float(getattr(m, k)), 3) for k in ("size", "path", "reach", "lateral", "depth", "rise", "radial",
+                                                        "forward", "yaw_deg", "seen_rotation_deg", "spin_deg", "roll_deg")}
 
 
-def _rotation(t: ObjectTrack) -> tuple[str | None, str]:
-    m = t.motion
-    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
-        return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
-    if abs(m.yaw_deg) < ROTATING_DEG or abs(m.seen_rotation_deg) < 0.1 * abs(m.yaw_deg):
-        return None, f"yaw {m.yaw_deg:+.1f} deg, seen {m.seen_rotation_deg:+.1f} deg: in the uncertain band"
-    return ("counter-clockwise" if m.seen_rotation_deg > 0 else "clockwise"), f"seen rotation {m.seen_rotation_deg:+.1f} deg"
+def _offered(choices: dict) -> set[str]:
+    return {canon for canon, texts in SYNONYMS.items() for t in choices.values() if _text(t) in texts}
 
 
-def _own_direction(t: ObjectTrack) -> tuple[str | None, str]:
-    m = t.motion
-    if not m.moving:
-        return "not moving", f"path {m.path:.2f}"
-    if abs(m.forward) < 0.5 * m.path:
-        return None, f"forward {m.forward:+.2f} of path {m.path:.2f}"
-    return ("forwards" if m.forward > 0 else "backwards"), f"forward {m.forward:+.2f} of path {m.path:.2f}"
+def _text(choice) -> str:
+    return str(choice).lower().strip().rstrip(".")
 
 
-def _own_turn(t: ObjectTrack) -> tuple[str | None, str]:
-    m = t.motion
-    if not m.moving:
-        return None, "does not move, so it has no heading to turn"
-    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
-        return "straight", f"yaw {m.yaw_deg:+.1f} deg"
-    if abs(m.yaw_deg) < ROTATING_DEG:
-        return None, f"yaw {m.yaw_deg:+.1f} deg: in the uncertain band"
-    return ("left" if m.yaw_deg > 0 else "right"), f"yaw {m.yaw_deg:+.1f} deg"
+def _unbound(kind: str, binding: Binding, ans: Answer, choices: dict) -> Answer:
+    """A subject that names no moving object: absent, or (when nothing it could be moves) not moving.
+
+    "other" (the scene's questions name something else as what moves) and "empty"
+    (nothing moves at all) both mean the thing named, if it is there, stands still;
+    whether it is there at all the geometry cannot say, so the still answer is
+    given only when no choice says it is absent.
+    """
+    if binding.status == "absent":
+        return _finish(ans, "absent", choices)
+    if _choose("absent", choices) is not None:
+        return _finish(ans, None, choices, "present and still, or absent: the geometry cannot tell which")
+    label = STILL_LABEL.get(kind, "not moving")
+    return _finish(ans, label, choices, "it does not move")
 
 
-def _distance(t: ObjectTrack) -> tuple[str | None, str]:
-    m = t.motion
-    if not m.moving:
-        return "not moving", f"path {m.path:.2f}"
-    if abs(m.radial) < 0.3 * m.path:
-        return None, f"radial {m.radial:+.2f} of path {m.path:.2f}"
-    return ("away" if m.radial > 0 else "towards"), f"radial {m.radial:+.2f} of path {m.path:.2f}"
+def _pair(kind: str, parts: dict, binding: Binding, st: SceneTracks, nouns: SceneNouns | None,
+          ans: Answer, choices: dict) -> Answer:
+    """Two objects: the follower and its leader (relative heading), or the two of a plural noun."""
+    if kind == "relative_heading":
+        follower = binding.tracks[0] if len(binding.tracks) == 1 else None
+        leader = bind(parts["a"], st, nouns, group=True)
+        lead = leader.tracks[0] if len(leader.tracks) == 1 else None
+        if follower is None or lead is None or not (lead.motion.moving and follower.motion.moving):
+            ans.why += f"; leader: {leader.why}; both must be one object and move"
+            if binding.status == "absent":
+                return _finish(ans, "absent", choices)
+            return ans
+        ans.bound_to = follower.obj.label
+        ans.numbers = _numbers(follower)
+        offset = heading_offset_deg(lead, follower, st.up)
+        ans.numbers["heading_offset_deg"] = round(offset, 1)
+        label = ("same direction" if abs(offset) < SAME_DIRECTION_DEG else
+                 None if abs(offset) < HEADING_DEG else "left" if offset > 0 else "right")
+        return _finish(ans, label, choices, f"heading offset {offset:+.1f} deg")
+    pair = sorted(binding.tracks, key=lambda t: -len(t.obj.gaussians))
+    if binding.status == "absent":
+        return _finish(ans, "absent", choices)
+    if len(pair) != 2:
+        return _finish(ans, None, choices, f"needs two objects, {len(pair)} found")
+    a, b = pair
+    ans.bound_to = f"{a.obj.label}, {b.obj.label}"
+    label, why = {"pair_heading": lambda: rules.pair_heading(a, b, st.up), "pair_gap": lambda: rules.pair_gap(a, b),
+                  "leading": lambda: rules.leading(a, b, st.viewmats)}[kind]()
+    return _finish(ans, label, choices, why)
 
 
-def _count(kind: str, parts: dict, st: SceneTracks) -> tuple[int | None, str]:
+def _camera(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, offered: set[str],
+            choices: dict) -> Answer:
+    """Questions about the camera's own motion: its turn, its travel, its orbit round an object."""
+    ans = Answer(kind, CANNOT_TELL, None, "the camera's own motion", subject="camera")
+    target = bind(parts["a"], st, nouns).track if parts.get("a") else None
+    if kind == "camera_turn":
+        label, why = rules.camera_turn(st)
+    elif kind == "camera_move":
+        label, why = rules.camera_move(st, target, offered)
+    elif target is None:
+        label, why = None, f"no single object '{parts.get('a')}' to go round"
+    else:
+        label, why = rules.camera_orbit(st, target)
+    return _finish(ans, label, choices, why)
+
+
+def _count(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, offered: set[str],
+           choices: dict) -> Answer:
+    """How many objects of the named kind satisfy the kind's predicate; None when any of them is unsure."""
+    ans = Answer(kind, CANNOT_TELL, None, "", subject=parts.get("a"))
     if kind == "count_shape":
-        return _count_shape(parts["a"], st)
-    if kind == "count_side":
-        dirs = [_direction(t, {"left", "right", "towards", "away"})[0] for t in st.tracks]
-        if None in dirs:
-            return None, "some object's direction is ambiguous"
-        return dirs.count(parts["side"]), f"directions {dirs}"
-    if kind == "count_still":
-        return sum(not t.motion.moving for t in st.tracks), f"paths {[round(t.motion.path, 2) for t in st.tracks]}"
-    rot = [_rotation(t)[0] for t in st.tracks if not t.motion.moving]
-    if None in rot:
-        return None, "some still object's rotation is ambiguous"
-    return sum(r != "not rotating" for r in rot), f"rotation of still objects {rot}"
+        n, why = _count_shape(parts["a"], st)
+        return _finish(ans, n, choices, why)
+    noun = parts.get("a", "objects")
+    binding = bind(noun, st, nouns, group=True)
+    ans.why = binding.why
+    if binding.status in ("empty", "other", "absent") and kind != "count_still":
+        return _finish(ans, 0, choices, "none of the moving objects is one")
+    if binding.status != "group":
+        return ans
+    label = parts.get("label")
+    predicate = {
+        "count_direction": lambda t: rules.moves_towards(t, label),
+        "count_still": rules.still,
+        "count_spinning": rules.spinning,
+        "count_rotation": rules.labelled(rules.rotation, label),
+        "count_own_direction": rules.labelled(rules.own_direction, label),
+        "count_own_turn": rules.labelled(rules.own_turn, label),
+        "count_seen_turn": rules.labelled(lambda t: rules.seen_turn(t, st.viewmats, st.up), label),
+        "count_facing": rules.labelled(lambda t: rules.facing(t, {label, rules.OPPOSITE[label]}), label),
+    }[kind]
+    said = [predicate(t) for t in binding.tracks]
+    if any(v is None for v, _ in said):
+        return _finish(ans, None, choices, "unsure for " + "; ".join(w for v, w in said if v is None))
+    return _finish(ans, sum(bool(v) for v, _ in said), choices, "; ".join(w for _, w in said))
 
 
 def _count_shape(noun: str, st: SceneTracks) -> tuple[int | None, str]:
     """How many objects have the shape (and colour, if named) of ``noun``; None unless every shape is known."""
-    words = noun.split()
-    shape = SHAPE_NOUNS.get(words[-1])
-    colour = next((w.replace("gray", "grey") for w in words if w in COLOUR_WORDS), None)
+    phrase = noun_phrase(noun)
+    shape, colour = phrase.shape, (phrase.colours[0] if phrase.colours else None)
     if shape is None:
         return None, f"'{noun}' is not a shape the geometry knows"
     unknown = [t.obj.label for t in st.tracks if t.obj.shape is None]
@@ -209,43 +274,6 @@ def _choose(label: str | int, choices: dict) -> str | None:
         if t in SYNONYMS.get(str(label), {label}):
             return letter
     return None
-
-
-def answer_question(entry: dict, st: SceneTracks) -> Answer:
-    """Answer one VLM4D entry (question + choices) from the scene's trajectories."""
-    kind, parts = parse(entry["question"])
-    choices = entry["choices"]
-    if kind == "unsupported":
-        return Answer(kind, CANNOT_TELL, None, "question type not supported by the geometric answerer")
-    if kind.startswith("count"):
-        n, why = _count(kind, parts, st)
-        return _finish(Answer(kind, CANNOT_TELL, None, why), n, choices)
-    subject = parts["b"] if kind == "relative_heading" else parts["a"]
-    track, bound = bind(subject, st)
-    ans = Answer(kind, CANNOT_TELL, None, bound, subject=subject)
-    if track is None:
-        return _finish(ans, "absent" if bound.startswith("absent") else None, choices)
-    ans.bound_to = track.obj.label
-    m = track.motion
-    ans.numbers = {k: round(float(getattr(m, k)), 3) for k in
-                   ("size", "path", "reach", "lateral", "depth", "rise", "radial", "forward", "yaw_deg", "seen_rotation_deg")}
-    if kind == "relative_heading":
-        leader, how = bind(parts["a"], st)
-        if leader is None or not (leader.motion.moving and m.moving):
-            ans.why += f"; leader: {how}; both must move"
-            return ans
-        offset = heading_offset_deg(leader, track, st.up)
-        ans.numbers["heading_offset_deg"] = round(offset, 1)
-        label = ("same direction" if abs(offset) < SAME_DIRECTION_DEG else
-                 None if abs(offset) < HEADING_DEG else "left" if offset > 0 else "right")
-        return _finish(ans, label, choices, f"heading offset {offset:+.1f} deg")
-    offered = {canon for canon, texts in SYNONYMS.items()
-               for t in choices.values() if str(t).lower().strip() in texts}
-    rule = {"direction": lambda: _direction(track, offered), "rotation": lambda: _rotation(track),
-            "own_direction": lambda: _own_direction(track), "own_turn": lambda: _own_turn(track),
-            "distance": lambda: _distance(track)}[kind]
-    label, why = rule()
-    return _finish(ans, label, choices, why)
 
 
 def _finish(ans: Answer, label, choices: dict, why: str | None = None) -> Answer:

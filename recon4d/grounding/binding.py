@@ -1,0 +1,206 @@
+"""Noun phrases of real questions -> the fitted objects they name.
+
+Why this is hard: the fit knows no classes. What it knows about an object is its
+colour, its shape (synthetic scenes with id masks), where it is (nearer or
+farther, left or right in the image), how big it is and how many Gaussians make
+it. So a phrase binds by what it says that the geometry can check:
+
+- a shape noun ("the red cube") or "object" must match shape and colour exactly,
+  so an object of another colour or shape is absent (the synthetic scenes);
+- a real noun's colour ("the person in red", "the boxer with the blue helmet")
+  only chooses among several objects: the median colour of a fitted person is
+  not the colour of their shirt;
+- "in the foreground / background", "the left one", "the bigger one" choose the
+  nearest / farthest / leftmost / largest, when the gap is clear;
+- a bare noun binds to the only object, or to the clearly most prominent one
+  (twice the Gaussians of any other: a car and its shadow);
+- a plural noun ("the bears", "how many camels") names the group left.
+
+And since nothing tells a motorbike from flower pots, a scene's questions are
+read together (``SceneNouns``): the fitted objects are taken to be what the
+scene's questions name most often; a bare noun for something else (the flower
+pots of a motorbike clip) is then not bound to them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from recon4d.grounding.objects import HUES
+from recon4d.grounding.rules import camera_depth, image_x
+from recon4d.grounding.shape import SHAPES
+from recon4d.grounding.trajectories import ObjectTrack, SceneTracks
+
+COLOUR_WORDS = set(HUES) | {"white", "grey", "gray", "black"}
+# Shape nouns the answerer knows: the shapes it can estimate (and synonyms), and shapes it never
+# estimates, which therefore no object with a known shape has.
+SHAPE_NOUNS = {**{s: s for s in (*SHAPES, "cone", "pyramid", "ring")}, "sphere": "ball"}
+IRREGULAR = {"people": "person", "men": "man", "women": "woman", "children": "child", "kids": "kid",
+             "deer": "deer", "sheep": "sheep", "fish": "fish", "fishes": "fish", "geese": "goose", "mice": "mouse"}
+# Words for a person: one class for the scene's noun tally ("the dancer" and "the person" are one object).
+PERSON_NOUNS = {"person", "man", "woman", "boy", "girl", "child", "kid", "lady", "guy", "adult", "dancer", "rider",
+                "biker", "cyclist", "skater", "skier", "surfer", "runner", "player", "driver", "athlete", "swimmer"}
+QUALIFIER = re.compile(r"\b(?:in|with|on|wearing|holding|without|of|that|who|near|at|from)\b")
+CLEAR_DEPTH = 1.15  # the nearest object must be this much nearer than the next to be "in the foreground"
+CLEAR_X = 0.05  # image-x gap (about 5% of the view's width) for "the one on the left"
+CLEAR_SIZE = 1.2
+PROMINENT = 2.0  # Gaussians of the most prominent object over any other's, for a bare noun among several
+
+
+@dataclass
+class NounPhrase:
+    """What a subject phrase says that the geometry can check."""
+
+    text: str
+    head: str  # singular head noun ("camel" of "the camels in the foreground")
+    plural: bool
+    colours: list[str] = field(default_factory=list)
+    shape: str | None = None
+    place: str | None = None  # "near", "far", "left", "right"
+    size: str | None = None  # "big", "small"
+
+    @property
+    def kind(self) -> str:
+        """The noun's class for the scene tally: "person" for any word for a person."""
+        return "person" if self.head in PERSON_NOUNS else self.head
+
+
+def singular(word: str) -> tuple[str, bool]:
+    """Singular form of a noun and whether it was plural."""
+    if word in IRREGULAR:
+        return IRREGULAR[word], IRREGULAR[word] != word or word in ("deer", "sheep")
+    for ending, repl in (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("sses", "ss"), ("xes", "x")):
+        if word.endswith(ending):
+            return word[: -len(ending)] + repl, True
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+        return word[:-1], True
+    return word, False
+
+
+def noun_phrase(text: str) -> NounPhrase:
+    words = text.lower().replace("-", " ").split()
+    words = [w for w in words if w not in ("the", "a", "an", "this", "that")]
+    joined = " ".join(words)
+    cut = QUALIFIER.search(joined)
+    core = (joined[: cut.start()] if cut else joined).split() or words or ["object"]
+    place = ("near" if re.search(r"\b(?:foreground|front|nearest|closest|closer)\b", joined) else
+             "far" if re.search(r"\b(?:background|back|farthest|furthest)\b", joined) else
+             "left" if re.search(r"\bleft\b", joined) else "right" if re.search(r"\bright\b", joined) else None)
+    size = ("big" if re.search(r"\b(?:big|bigger|biggest|large|larger|largest)\b", joined) else
+            "small" if re.search(r"\b(?:small|smaller|smallest|little)\b", joined) else None)
+    head_word = next((w for w in reversed(core) if w not in ("one", "ones", "left", "right")), core[-1])
+    head, plural = singular(head_word)
+    if head_word in ("ones",):
+        plural = True
+    colours = [w.replace("gray", "grey") for w in words if w in COLOUR_WORDS]
+    shape = next((SHAPE_NOUNS[w] for w in (head_word, head) if w in SHAPE_NOUNS), None)
+    return NounPhrase(text, head, plural, colours, shape, place, size)
+
+
+@dataclass
+class SceneNouns:
+    """How often a scene's questions name each class of subject: the most named is what the objects are taken for."""
+
+    counts: Counter
+
+    @classmethod
+    def of(cls, subjects: list[str]) -> SceneNouns:
+        return cls(Counter(noun_phrase(s).kind for s in subjects if s and s != "camera"))
+
+    @property
+    def principal(self) -> str | None:
+        """The class named strictly most often, or None on a tie."""
+        top = self.counts.most_common(2)
+        if not top or len(top) > 1 and top[0][1] == top[1][1]:
+            return None
+        return top[0][0]
+
+    def names_objects(self, phrase: NounPhrase) -> bool:
+        return len(self.counts) <= 1 or phrase.kind == self.principal
+
+
+@dataclass
+class Binding:
+    """The object(s) a phrase names. ``status``: bound, group, absent, ambiguous, unsure, other or empty."""
+
+    status: str
+    why: str
+    tracks: list[ObjectTrack] = field(default_factory=list)
+
+    @property
+    def track(self) -> ObjectTrack | None:
+        return self.tracks[0] if self.status == "bound" else None
+
+
+def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: bool = False) -> Binding:
+    """Bind the phrase ``name`` to the scene's objects (``group``: a count's noun, every object it may name)."""
+    np_ = noun_phrase(name)
+    if np_.shape is not None or np_.head == "object":
+        cands, why = _by_looks(np_, st.tracks)
+        if cands is None:
+            return why
+    else:
+        if not st.tracks:
+            return Binding("empty", f"no moving object in the scene for '{name}'")
+        if nouns is not None and not nouns.names_objects(np_):
+            return Binding("other", f"'{name}' is not what this scene's questions name most ({nouns.principal}): "
+                                    "taken to be none of the moving objects")
+        cands = list(st.tracks)
+        if np_.colours and len(cands) > 1:
+            coloured = [t for t in cands if t.obj.colour in np_.colours]
+            cands = coloured or cands
+    cands, why = _by_place(np_, cands, st.viewmats)
+    if cands is None:
+        return why
+    if group or np_.plural:
+        if not cands:
+            return Binding("absent", f"no fitted object is {name}")
+        return Binding("group", f"'{name}': {len(cands)} object(s)", cands)
+    if len(cands) == 1:
+        return Binding("bound", f"'{name}' -> {cands[0].obj.label}", cands)
+    if not cands:
+        return Binding("absent", f"absent: no fitted object is {name}")
+    counts = sorted((len(t.obj.gaussians), i) for i, t in enumerate(cands))
+    if counts[-1][0] >= PROMINENT * counts[-2][0] and np_.shape is None:
+        best = cands[counts[-1][1]]
+        return Binding("bound", f"assumed: '{name}' is the most prominent of {len(cands)} objects ({best.obj.label})", [best])
+    return Binding("ambiguous", f"ambiguous: {len(cands)} objects may be '{name}'", cands)
+
+
+def _by_looks(np_: NounPhrase, tracks: list[ObjectTrack]) -> tuple[list | None, Binding | None]:
+    """Exact colour and shape matching for shape nouns (an object of an unknown shape may be the one)."""
+    colour = np_.colours[0] if np_.colours else None
+    shape = np_.shape
+    looks = " ".join(w for w in (colour, shape) if w) or np_.text
+    hits = [t for t in tracks if colour in (None, t.obj.colour) and shape in (None, t.obj.shape)]
+    unsure = [t for t in tracks if colour in (None, t.obj.colour) and shape is not None and t.obj.shape is None]
+    if unsure:
+        return None, Binding("unsure", "unsure: shape unknown for " + "; ".join(f"{t.obj.label} ({t.obj.shape_note})" for t in unsure))
+    if not hits:
+        return None, Binding("absent", f"absent: no fitted object is {'a ' + looks if shape else looks}")
+    return hits, None
+
+
+def _by_place(np_: NounPhrase, cands: list[ObjectTrack], viewmats: np.ndarray) -> tuple[list | None, Binding | None]:
+    """Keep the nearest / farthest / leftmost / rightmost / biggest / smallest candidate, when the gap is clear."""
+    if len(cands) < 2 or (np_.place is None and np_.size is None):
+        return cands, None
+    if np_.place in ("near", "far"):
+        value = [float(np.median(camera_depth(t, viewmats))) for t in cands]
+        sign, clear = (1, lambda a, b: b >= CLEAR_DEPTH * a) if np_.place == "near" else (-1, lambda a, b: a >= CLEAR_DEPTH * b)
+    elif np_.place in ("left", "right"):
+        value = [float(np.median(image_x(t, viewmats))) for t in cands]
+        sign, clear = (1, lambda a, b: b - a >= CLEAR_X) if np_.place == "left" else (-1, lambda a, b: a - b >= CLEAR_X)
+    else:
+        value = [t.motion.size for t in cands]
+        sign, clear = (-1, lambda a, b: a >= CLEAR_SIZE * b) if np_.size == "big" else (1, lambda a, b: b >= CLEAR_SIZE * a)
+    order = sorted(range(len(cands)), key=lambda i: sign * value[i])
+    first, second = value[order[0]], value[order[1]]
+    what = np_.place or np_.size
+    if not clear(first, second):
+        return None, Binding("ambiguous", f"'{np_.text}': the two most {what} objects are too close ({first:.2f}, {second:.2f})")
+    return [cands[order[0]]], None

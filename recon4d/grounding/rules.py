@@ -1,0 +1,393 @@
+"""Geometric rules: one object's (or the camera's) fitted motion -> a canonical answer, or None with the reason.
+
+Why rules apart from the parser and the choices: a rule reads only trajectories
+(camera frame, world frame, the object's own heading frame, a time window cut by
+the caller), so the same rule serves "what direction is X moving", "how many X
+are moving to the left" and "at the start of the video"; and each rule says
+"cannot tell" (None) when its margin is too small rather than guessing. Every
+rule returns ``(label, why)``; per-object predicates for counts return
+``(True | False | None, why)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from recon4d.grounding.trajectories import MOVING, NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks
+
+DOMINANCE = 1.5  # one axis must beat the others by this factor to name a direction
+SHARE_YES, SHARE_NO = 0.5, 0.2  # share of the displacement along an axis: that way / not that way; between: unsure
+SEEN_TURN_SHARE = 0.2  # change of the heading's lateral component a turn needs to be to a side as seen
+JUMP_SIZES = 0.5  # a jump lifts the centre by at least this many object sizes (half that: unsure)
+TURN_EVENT_DEG = 45.0  # one turn event swings the heading by at least this much
+REVOLUTION_MARGIN = 0.15  # a revolution count within this many turns of the next whole number is unsure
+CAMERA_STILL = 0.05  # camera travel below this share of its distance to the scene: the camera does not move
+OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
+            "above": "down", "below": "up"}
+CAME_FROM = {"left": "right", "right": "left", "down": "above", "up": "below", "towards": "away", "away": "towards"}
+
+
+def direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
+    """Dominant camera-frame direction among the offered axes, or None when no axis dominates."""
+    m = t.motion
+    if not m.moving:
+        return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
+    axes = {"lateral": (m.lateral, "right", "left"), "depth": (m.depth, "away", "towards"), "rise": (m.rise, "up", "down")}
+    asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
+    best = max(asked, key=lambda n: abs(axes[n][0]), default=None)
+    if best is None:
+        return None, "no direction among the choices"
+    others = max((abs(v) for n, (v, *_) in axes.items() if n != best), default=0.0)
+    if abs(axes[best][0]) < DOMINANCE * others:
+        return None, f"{best} {axes[best][0]:+.2f} does not dominate (next {others:.2f})"
+    v, pos, neg = axes[best]
+    return (pos if v > 0 else neg), f"{best} {v:+.2f}, others at most {others:.2f}"
+
+
+def origin(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
+    """Where the object came from: the side opposite its direction of travel ("came from the left": moves right)."""
+    label, why = direction(t, {OPPOSITE[o] for o in offered if o in OPPOSITE})
+    if label == "not moving" or label is None:
+        return label, why
+    return CAME_FROM[label], f"moves {label}; {why}"
+
+
+def _share(value: float, t: ObjectTrack) -> float:
+    """``value`` as a share of the object's net camera-frame displacement."""
+    m = t.motion
+    return value / max(float(np.linalg.norm([m.lateral, m.depth, m.rise])), 1e-9)
+
+
+def distance(t: ObjectTrack) -> tuple[str | None, str]:
+    """Towards / away from the camera: the object's own change of distance to the camera along its path."""
+    m = t.motion
+    if not m.moving:
+        return "not moving", f"path {m.path:.2f}"
+    if abs(m.radial) < 0.3 * m.path:
+        return None, f"radial {m.radial:+.2f} of path {m.path:.2f}"
+    return ("away" if m.radial > 0 else "towards"), f"radial {m.radial:+.2f} of path {m.path:.2f}"
+
+
+def vertical(t: ObjectTrack) -> tuple[str | None, str]:
+    """Up / down (uphill, landing, taking off): the centre's travel along the world's up."""
+    m = t.motion
+    if not m.moving:
+        return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
+    if abs(m.rise) < 0.3 * m.path:
+        return None, f"rise {m.rise:+.2f} of path {m.path:.2f}"
+    return ("up" if m.rise > 0 else "down"), f"rise {m.rise:+.2f} of path {m.path:.2f}"
+
+
+def rotation(t: ObjectTrack) -> tuple[str | None, str]:
+    """Clockwise / counter-clockwise as seen: body spin for a still object, the path's turn for a moving one."""
+    m = t.motion
+    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
+        return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
+    if abs(m.yaw_deg) < ROTATING_DEG or abs(m.seen_rotation_deg) < 0.1 * abs(m.yaw_deg):
+        return None, f"yaw {m.yaw_deg:+.1f} deg, seen {m.seen_rotation_deg:+.1f} deg: in the uncertain band"
+    return ("counter-clockwise" if m.seen_rotation_deg > 0 else "clockwise"), f"seen rotation {m.seen_rotation_deg:+.1f} deg"
+
+
+def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
+    m = t.motion
+    if not m.moving:
+        return "not moving", f"path {m.path:.2f}"
+    if abs(m.forward) < 0.5 * m.path:
+        return None, f"forward {m.forward:+.2f} of path {m.path:.2f}"
+    return ("forwards" if m.forward > 0 else "backwards"), f"forward {m.forward:+.2f} of path {m.path:.2f}"
+
+
+def own_turn(t: ObjectTrack) -> tuple[str | None, str]:
+    """Left / right from the object's own perspective: the sense of its path's turn about up."""
+    m = t.motion
+    if not m.moving:
+        return "not moving", "does not move, so it has no heading to turn"
+    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
+        return "straight", f"yaw {m.yaw_deg:+.1f} deg"
+    if abs(m.yaw_deg) < ROTATING_DEG:
+        return None, f"yaw {m.yaw_deg:+.1f} deg: in the uncertain band"
+    return ("left" if m.yaw_deg > 0 else "right"), f"yaw {m.yaw_deg:+.1f} deg"
+
+
+def _travel(points: np.ndarray) -> np.ndarray:
+    """Least-squares travel direction over a run of positions (not just its two ends)."""
+    frame = np.arange(len(points)) - (len(points) - 1) / 2
+    return frame @ points
+
+
+def seen_turn(t: ObjectTrack, viewmats: np.ndarray, up: np.ndarray) -> tuple[str | None, str]:
+    """Left / right from the camera's perspective: the side the travel direction swings to in the camera's view.
+
+    Why not the own turn: an object coming towards the camera that turns to its own
+    left swerves to the camera's right. The swing is the change of the lateral
+    (camera x) component of the unit horizontal travel direction between the
+    path's two halves, each half seen by the camera at its middle frame.
+    """
+    m = t.motion
+    if not m.moving:
+        return "not moving", "does not move"
+    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
+        return "straight", f"yaw {m.yaw_deg:+.1f} deg"
+    half = len(t.centres) // 2
+    lateral = []
+    for lo, hi in ((0, half + 1), (half, len(t.centres))):
+        d = _travel(t.centres[lo:hi])
+        d = d - (d @ up) * up
+        d /= max(np.linalg.norm(d), 1e-9)
+        lateral.append(float(viewmats[(lo + hi) // 2, 0, :3] @ d))
+    swing = lateral[1] - lateral[0]
+    if abs(swing) < SEEN_TURN_SHARE:
+        return None, f"yaw {m.yaw_deg:+.1f} deg but the heading's lateral part changes by {swing:+.2f}"
+    return ("right" if swing > 0 else "left"), f"heading's lateral part {lateral[0]:+.2f} -> {lateral[1]:+.2f}"
+
+
+def facing(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
+    """Which way an object faces: the way it travels (a still object's front is not in the geometry)."""
+    if not t.motion.moving:
+        return None, "does not move: its front is not observable"
+    return direction(t, offered)
+
+
+def camera_move(st: SceneTracks, target: ObjectTrack | None, offered: set[str]) -> tuple[str | None, str]:
+    """The camera's own travel: towards / away from the named object (or along its view), left / right, up / down."""
+    eyes = -np.einsum("tji,tj->ti", st.viewmats[:, :3, :3], st.viewmats[:, :3, 3])
+    steps = np.diff(eyes, axis=0)
+    scene = [tr.centres for tr in ([target] if target else st.tracks)]
+    if not scene:
+        return None, "no object to measure the camera's travel against"
+    centres = np.mean(scene, axis=0)
+    far = float(np.median(np.linalg.norm(centres - eyes, axis=1)))
+    path = float(np.linalg.norm(steps, axis=1).sum())
+    if path < CAMERA_STILL * far:
+        return "not moving", f"camera path {path:.2f} against distance {far:.2f}"
+    in_cam = np.einsum("tij,tj->ti", st.viewmats[:-1, :3, :3], steps).sum(0)
+    to_obj = centres[:-1] - eyes[:-1]
+    to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)
+    forward = float((steps * to_obj).sum())
+    axes = {"depth": (forward, "towards", "away"), "lateral": (float(in_cam[0]), "right", "left"),
+            "rise": (float(-in_cam[1]), "up", "down")}
+    asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered] or ["depth"]
+    best = max(asked, key=lambda n: abs(axes[n][0]))
+    others = max(abs(v) for n, (v, *_) in axes.items() if n != best)
+    v, pos, neg = axes[best]
+    if abs(v) < DOMINANCE * others:
+        return None, f"camera {best} {v:+.2f} does not dominate (next {others:.2f})"
+    return (pos if v > 0 else neg), f"camera {best} {v:+.2f} of path {path:.2f}"
+
+
+def camera_turn(st: SceneTracks) -> tuple[str | None, str]:
+    """Which way the camera turned: its viewing axis's change of heading about up (left/right) or elevation (up/down)."""
+    f0, f1 = st.viewmats[0, 2, :3], st.viewmats[-1, 2, :3]
+    up = st.up
+    h0, h1 = f0 - (f0 @ up) * up, f1 - (f1 @ up) * up
+    yaw = math.degrees(math.atan2(float(np.cross(h0, h1) @ up), float(h0 @ h1)))
+    pitch = math.degrees(math.asin(float(np.clip(f1 @ up, -1, 1))) - math.asin(float(np.clip(f0 @ up, -1, 1))))
+    if max(abs(yaw), abs(pitch)) < NOT_ROTATING_DEG:
+        return "not turning", f"yaw {yaw:+.1f}, pitch {pitch:+.1f} deg"
+    if max(abs(yaw), abs(pitch)) < DOMINANCE * min(abs(yaw), abs(pitch)):
+        return None, f"yaw {yaw:+.1f} and pitch {pitch:+.1f} deg: neither dominates"
+    if abs(yaw) > abs(pitch):
+        return ("left" if yaw > 0 else "right"), f"camera yaw {yaw:+.1f} deg"
+    return ("up" if pitch > 0 else "down"), f"camera pitch {pitch:+.1f} deg"
+
+
+def camera_orbit(st: SceneTracks, target: ObjectTrack) -> tuple[str | None, str]:
+    """Clockwise / counter-clockwise (seen from above) sense of the camera's travel around an object."""
+    rel = -np.einsum("tji,tj->ti", st.viewmats[:, :3, :3], st.viewmats[:, :3, 3]) - target.centres
+    rel -= (rel @ st.up)[:, None] * st.up
+    angles = [math.atan2(float(np.cross(a, b) @ st.up), float(a @ b)) for a, b in zip(rel[:-1], rel[1:])]
+    total = math.degrees(sum(angles))
+    if abs(total) < NOT_ROTATING_DEG:
+        return "not rotating", f"camera goes {total:+.1f} deg round the object"
+    if abs(total) < ROTATING_DEG:
+        return None, f"camera goes {total:+.1f} deg round the object: in the uncertain band"
+    return ("counter-clockwise" if total > 0 else "clockwise"), f"camera goes {total:+.1f} deg round the object"
+
+
+def pair_heading(a: ObjectTrack, b: ObjectTrack, up: np.ndarray) -> tuple[str | None, str]:
+    """Same or opposite direction: the angle between two moving objects' net horizontal travel."""
+    if not (a.motion.moving and b.motion.moving):
+        return "not moving", "both must move"
+    va, vb = (t.centres[-1] - t.centres[0] for t in (a, b))
+    va, vb = va - (va @ up) * up, vb - (vb @ up) * up
+    angle = math.degrees(math.acos(float(np.clip(va @ vb / max(np.linalg.norm(va) * np.linalg.norm(vb), 1e-12), -1, 1))))
+    if angle < 45.0:
+        return "same direction", f"travel {angle:.0f} deg apart"
+    if angle > 135.0:
+        return "opposite direction", f"travel {angle:.0f} deg apart"
+    return None, f"travel {angle:.0f} deg apart: neither same nor opposite"
+
+
+def pair_gap(a: ObjectTrack, b: ObjectTrack, share: float = 0.2) -> tuple[str | None, str]:
+    """Towards / away from each other: the gap between two objects shrinks or grows by ``share`` or more."""
+    if not (a.motion.moving or b.motion.moving):
+        return "not moving", "neither moves"
+    gap = np.linalg.norm(a.centres - b.centres, axis=1)
+    change = (gap[-1] - gap[0]) / max(gap[0], 1e-9)
+    if abs(change) < share:
+        return None, f"gap {gap[0]:.2f} -> {gap[-1]:.2f}"
+    return ("towards each other" if change < 0 else "away from each other"), f"gap {gap[0]:.2f} -> {gap[-1]:.2f}"
+
+
+def leading(a: ObjectTrack, b: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str]:
+    """The left or the right one of two objects travelling together: which is further along their common travel."""
+    if not (a.motion.moving and b.motion.moving):
+        return None, "both must move"
+    heading = (a.centres[-1] - a.centres[0]) + (b.centres[-1] - b.centres[0])
+    heading /= max(np.linalg.norm(heading), 1e-9)
+    ahead = float((a.centres[-1] - b.centres[-1]) @ heading)
+    if abs(ahead) < max(a.motion.size, b.motion.size):
+        return None, f"{abs(ahead):.2f} apart along their travel: within an object size"
+    first, second = (a, b) if ahead > 0 else (b, a)
+    x = [float(np.mean(image_x(t, viewmats))) for t in (first, second)]
+    return ("the left one" if x[0] < x[1] else "the right one"), f"leader {abs(ahead):.2f} ahead, image x {x[0]:+.2f} vs {x[1]:+.2f}"
+
+
+def image_x(t: ObjectTrack, viewmats: np.ndarray) -> np.ndarray:
+    """Horizontal image position per frame (camera x over depth: -1..1 is about the field of view's width)."""
+    cam = np.einsum("tij,tj->ti", viewmats[:, :3, :3], t.centres) + viewmats[:, :3, 3]
+    return cam[:, 0] / np.maximum(cam[:, 2], 1e-6)
+
+
+def camera_depth(t: ObjectTrack, viewmats: np.ndarray) -> np.ndarray:
+    """Distance along each frame's viewing axis."""
+    return np.einsum("tj,tj->t", viewmats[:, 2, :3], t.centres) + viewmats[:, 2, 3]
+
+
+# Per-object predicates, for counts ---------------------------------------------------------------
+
+
+def moves_towards(t: ObjectTrack, label: str) -> tuple[bool | None, str]:
+    """Does the object travel ``label`` (left/right/up/down in the camera's view; towards/away: its distance)?"""
+    m = t.motion
+    if not m.moving:
+        return False, "not moving"
+    value = {"left": -m.lateral, "right": m.lateral, "up": m.rise, "down": -m.rise,
+             "towards": -m.radial, "away": m.radial}[label]
+    share = value / max(m.path, 1e-9) if label in ("towards", "away") else _share(value, t)
+    if share >= SHARE_YES:
+        return True, f"{label} share {share:+.2f}"
+    if share <= SHARE_NO:
+        return False, f"{label} share {share:+.2f}"
+    return None, f"{label} share {share:+.2f}: in the uncertain band"
+
+
+def labelled(rule, label: str):
+    """A predicate "the rule says ``label``" from a rule returning a label (None stays unsure)."""
+    def predicate(t: ObjectTrack) -> tuple[bool | None, str]:
+        got, why = rule(t)
+        return (None if got is None else got == label), why
+    return predicate
+
+
+def still(t: ObjectTrack) -> tuple[bool | None, str]:
+    m = t.motion
+    if 0.8 * MOVING * m.size < m.reach < 1.25 * MOVING * m.size:
+        return None, f"reach {m.reach:.2f} near the object size {m.size:.2f}"
+    return not m.moving, f"reach {m.reach:.2f}, size {m.size:.2f}"
+
+
+def spinning(t: ObjectTrack) -> tuple[bool | None, str]:
+    """Spinning in place: still, and rotating about up."""
+    label, why = rotation(t)
+    if label is None:
+        return None, why
+    return (not t.motion.moving and label != "not rotating"), why
+
+
+# Event counts -------------------------------------------------------------------------------------
+
+
+def swings(signal: np.ndarray, threshold: float) -> list[tuple[float, int, int]]:
+    """The alternating runs of ``signal`` that exceed ``threshold``: (signed extent, first frame, last frame).
+
+    Hysteresis zig-zag: a run ends where the signal comes back by ``threshold``
+    from its extreme, so jitter smaller than that never splits or starts one.
+    """
+    out, start, ext, sense = [], 0, 0, 0
+    for i in range(1, len(signal)):
+        if sense == 0:
+            if abs(signal[i] - signal[start]) > abs(signal[ext] - signal[start]):
+                ext = i
+            if abs(signal[ext] - signal[start]) >= threshold:
+                sense = 1 if signal[ext] > signal[start] else -1
+            continue
+        if (signal[i] - signal[ext]) * sense > 0:
+            ext = i
+        elif (signal[ext] - signal[i]) * sense >= threshold:
+            out.append((float(signal[ext] - signal[start]), start, ext))
+            start, sense = ext, -sense
+            ext = i
+    if sense != 0 and abs(signal[ext] - signal[start]) >= threshold:
+        out.append((float(signal[ext] - signal[start]), start, ext))
+    return out
+
+
+def _lateral_track(t: ObjectTrack, viewmats: np.ndarray) -> np.ndarray:
+    """Position along each frame's camera x, accumulated step by step (a panning camera does not add travel)."""
+    steps = np.einsum("tij,tj->ti", viewmats[:-1, :3, :3], np.diff(t.centres, axis=0))
+    return np.concatenate([[0.0], np.cumsum(steps[:, 0])])
+
+
+def count_moves(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
+    """Separate movements ``label``-wards of at least an object size (the swings of the matching coordinate)."""
+    eyes = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
+    coordinate = {"left": -_lateral_track(t, viewmats), "right": _lateral_track(t, viewmats),
+                  "up": t.centres @ up, "down": -(t.centres @ up),
+                  "towards": -np.linalg.norm(t.centres - eyes, axis=1),
+                  "away": np.linalg.norm(t.centres - eyes, axis=1)}[label]
+    size = t.motion.size
+    runs = [r for r, *_ in swings(coordinate, size)]
+    near = [r for r, *_ in swings(coordinate, 0.5 * size) if abs(r) < size]
+    if near:
+        return None, f"movements of {[round(r, 2) for r in near]} are near the object size {size:.2f}"
+    return sum(r > 0 for r in runs), f"movements {[round(r, 2) for r in runs]} (size {size:.2f})"
+
+
+def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
+    """Jumps (rises and falls of the centre by ``JUMP_SIZES`` object sizes), those travelling ``label`` if given."""
+    height = t.centres @ up
+    size = t.motion.size
+    if any(abs(r) < JUMP_SIZES * size for r, *_ in swings(height, 0.5 * JUMP_SIZES * size)):
+        return None, f"a rise of {0.5 * JUMP_SIZES:.2f}-{JUMP_SIZES:.2f} sizes: maybe a jump"
+    runs = swings(height, JUMP_SIZES * size)
+    lateral = _lateral_track(t, viewmats)
+    jumps = []
+    for (rise, start, _), (fall, _, end) in zip(runs[:-1], runs[1:]):
+        if rise > 0 > fall:  # up then down: one jump
+            shift = lateral[end] - lateral[start]
+            jumps.append("right" if shift > size else "left" if shift < -size else "in place")
+    if label in ("left", "right"):
+        return jumps.count(label), f"jumps {jumps}"
+    return len(jumps), f"jumps {jumps}"
+
+
+def count_turns(t: ObjectTrack, label: str, up: np.ndarray) -> tuple[int | None, str]:
+    """Turn events to ``label``: swings of the travel heading about up of ``TURN_EVENT_DEG`` or more."""
+    if not t.motion.moving:
+        return 0, "does not move"
+    T = len(t.centres)
+    w = max(2, T // 10)
+    flat = t.centres - (t.centres @ up)[:, None] * up
+    d = flat[w:] - flat[:-w]
+    ref = d[np.argmax(np.linalg.norm(d, axis=1))]
+    side = np.cross(up, ref)
+    angle = np.unwrap(np.arctan2(d @ side, d @ ref))
+    runs = [r for r, *_ in swings(np.degrees(angle), TURN_EVENT_DEG)]
+    sense = 1.0 if label == "left" else -1.0
+    return sum(r * sense > 0 for r in runs), f"heading swings {[round(r) for r in runs]} deg"
+
+
+def count_revolutions(t: ObjectTrack, sense: str | None, axis: str) -> tuple[int | None, str]:
+    """Whole revolutions of the body about up (spins) or the line of sight (flips), in ``sense`` if given."""
+    m = t.motion
+    angle = m.spin_deg if axis == "up" else m.roll_deg
+    turns = abs(angle) / 360.0
+    way = "counter-clockwise" if angle > 0 else "clockwise"
+    if sense is not None and way != sense:
+        return 0, f"{turns:.2f} turns {way}"
+    if abs(turns - round(turns)) < REVOLUTION_MARGIN and round(turns) >= 1:
+        return None, f"{turns:.2f} turns {way}: near a whole number"
+    return int(turns), f"{turns:.2f} turns {way}"

@@ -10,9 +10,35 @@ kernel runs its data checks in C++ in one pass instead: see ``cuda_ext.skin``.)
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
+
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float64)
+
+_TRUSTED: ContextVar[bool] = ContextVar("recon4d_trusted_inputs", default=False)
+
+
+@contextmanager
+def trusted_inputs() -> Iterator[None]:
+    """Inside the block, kernel wrappers and ``rasterize`` skip their data checks (values: finiteness,
+    id ranges); shapes, dtypes and devices are still checked.
+
+    For a caller that checks its own tensors: on a GPU every data check is a host
+    sync, and the training loop, whose inputs are its own parameters, checks their
+    finiteness itself every few steps (``Trainer``) instead of a dozen times a step.
+    """
+    token = _TRUSTED.set(True)
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
+
+
+def data_checks_enabled() -> bool:
+    return not _TRUSTED.get()
 
 
 def expect_shape(name: str, tensor: torch.Tensor, shape: tuple[int | None, ...]) -> None:
@@ -44,7 +70,7 @@ def expect_same_float(tensors: dict[str, torch.Tensor]) -> None:
 
 def raise_first_failure(checks: list[tuple[str, torch.Tensor]]) -> None:
     """Evaluate 0-d boolean ``ok`` tensors with one host sync; raise ValueError(message) for the first False."""
-    if not checks:
+    if not checks or not data_checks_enabled():
         return
     flags = torch.stack([ok.reshape(()) for _, ok in checks]).tolist()
     for (message, _), ok in zip(checks, flags):

@@ -38,7 +38,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 import cuda_ext
-from cuda_ext.checks import expect_same_float, expect_shape
+from cuda_ext.checks import data_checks_enabled, expect_same_float, expect_shape
 from cuda_ext.reference import skin as reference
 
 BACKENDS = ("auto", "kernel", "reference")
@@ -161,7 +161,9 @@ def skin(
     module = kernel_module(canon_means.device, backend)
     if node_ids.dtype not in (torch.int32, torch.int64):
         node_ids = node_ids.long()
-    if module is not None and canon_means.device.type == "cpu":
+    if not data_checks_enabled():
+        failed = 0
+    elif module is not None and canon_means.device.type == "cpu":
         # One fused C++ pass instead of a dozen torch reductions (see check_skin_inputs).
         args = [t.contiguous() for t in (canon_means, canon_quats, node_ids, weights, node_quats, node_trans)]
         failed = module.check_skin_inputs(*[t.detach() for t in args])

@@ -147,6 +147,7 @@ class FakeCuda(TorchFunctionMode):
 
     def _move(self, func, name: str, args, kwargs):
         src = args[0]
+        copy = bool(kwargs.pop("copy", False))  # Tensor.to(copy=True), as generate() calls it; _parse_to rejects it
         if name == "cuda":
             target, dtype, memory_format = CUDA0, None, torch.preserve_format
         elif name == "cpu":
@@ -161,7 +162,7 @@ class FakeCuda(TorchFunctionMode):
                 target = CUDA0
             if "device" in kwargs and _is_cuda_device(kwargs["device"]):
                 target = CUDA0
-        moved = src.to(dtype=dtype or src.dtype, memory_format=memory_format or torch.preserve_format)
+        moved = src.to(dtype=dtype or src.dtype, memory_format=memory_format or torch.preserve_format, copy=copy)
         if target is None:  # a dtype change only: the tag stays
             return _tag(moved) if is_fake_cuda(src) else moved
         if _is_cuda_device(target):

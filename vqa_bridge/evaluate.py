@@ -45,7 +45,7 @@ def run_vlm4d(qa_file: Path, scenes: Path, out: Path, adapter: VisionLanguageAda
     outcome.problems += problems
     results = ResultLog(out)
     settings = {"model": model_name, "n_frames": n_frames, "modalities": list(modalities),
-                "prompt_modes": list(modes), **generation.as_dict()}
+                "prompt_modes": list(modes), **generation.as_dict(), "model_settings": adapter.run_settings()}
     cache: dict[str, SceneInputs] = {}
     for q in questions:
         todo = [(m, p) for m in modalities for p in modes if not results.done(q.id, m, p)]
@@ -98,4 +98,5 @@ def _record(q: Question, modality: str, mode: str, times: list[int], model: str,
     return {"id": q.id, "scene": q.scene, "question_type": q.question_type, "modality": modality,
             "prompt_mode": mode, "model": model, "frames": times, "response": response,
             "extracted": letter, "answer": q.answer, "correct": letter == q.answer,
-            "generation": {k: settings[k] for k in ("decoding", "max_new_tokens_cot", "max_new_tokens_do")}}
+            "generation": {k: settings[k] for k in ("decoding", "max_new_tokens_cot", "max_new_tokens_do",
+                                                    "model_settings")}}

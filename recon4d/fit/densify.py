@@ -72,8 +72,9 @@ class Densifier:
         n = grad.shape[0]
         if self.grad_sum is None or self.grad_sum.shape[0] != n:
             self.grad_sum, self.count = grad.new_zeros(n), grad.new_zeros(n)
-        self.grad_sum[visible] += grad[visible].norm(dim=-1)
-        self.count[visible] += 1
+        # Masked adds, not boolean-indexed ones: those make a GPU wait for the host every step.
+        self.grad_sum += torch.where(visible, grad.norm(dim=-1), 0.0)
+        self.count += visible.to(self.count.dtype)
         start, stop = int(cfg.start_fraction * stage_steps), int(cfg.stop_fraction * stage_steps)
         if not (start <= step < stop and step > 0 and step % cfg.refine_every == 0):
             return False

@@ -45,14 +45,13 @@ def depth_loss(pred: Tensor, prior: Tensor, alpha: Tensor) -> Tensor:
     """Relative L1 between rendered and prior depth where both exist, each pixel's error capped at 1.
 
     Priors from monocular estimators have outliers (near-zero depths, wrong layers); the
-    floor on the prior and the cap keep one bad pixel from dominating the step.
+    floor on the prior and the cap keep one bad pixel from dominating the step. Written
+    with masks rather than boolean gathers, which would make a GPU wait for the host.
     """
     valid = (prior > 0) & (alpha > 0.5)
-    if not valid.any():
-        return pred.sum() * 0
-    floor = 0.05 * prior[valid].median()
-    rel = (pred[valid] - prior[valid]).abs() / prior[valid].clamp(min=floor)
-    return rel.clamp(max=1.0).mean()
+    floor = 0.05 * torch.nan_to_num(torch.nanmedian(torch.where(valid, prior, torch.nan)), nan=1.0)
+    rel = ((pred - prior).abs() / prior.clamp(min=floor)).clamp(max=1.0)
+    return torch.where(valid, rel, 0.0).sum() / valid.sum().clamp(min=1)
 
 
 def mask_loss(pred: Tensor, mask: Tensor) -> Tensor:
@@ -70,8 +69,11 @@ def arap_loss(positions: Tensor, edges: Tensor, ref: int) -> Tensor:
     d = (positions[:, edges[:, 0]] - positions[:, edges[:, 1]]).norm(dim=-1)  # [T,E]
     change = (d - d[ref].detach()[None]).abs().mean(0)  # [E]
     level = edges[:, 2]
-    per_level = torch.zeros(int(level.max()) + 1, dtype=change.dtype, device=change.device).index_add(0, level, change)
-    return (per_level / torch.bincount(level).clamp(min=1)).sum()
+    # Levels count up from 0 and each has a pair, so there are at most E of them: sizing the sums by E
+    # (not by the largest level, which a GPU would have to send to the host) leaves the rest zero.
+    per_level = change.new_zeros(len(edges)).index_add(0, level, change)
+    pairs = change.new_zeros(len(edges)).index_add(0, level, torch.ones_like(change))
+    return (per_level / pairs.clamp(min=1)).sum()
 
 
 def smoothness_loss(positions: Tensor) -> tuple[Tensor, Tensor]:
@@ -84,6 +86,6 @@ def smoothness_loss(positions: Tensor) -> tuple[Tensor, Tensor]:
     return vel.norm(dim=-1).mean(), acc.norm(dim=-1).mean()
 
 
-def psnr(pred: Tensor, target: Tensor) -> float:
-    mse = F.mse_loss(pred.clamp(0, 1), target).item()
-    return float("inf") if mse == 0 else -10.0 * torch.log10(torch.tensor(mse)).item()
+def psnr(pred: Tensor, target: Tensor) -> Tensor:
+    """PSNR in dB (inf for identical images) as a 0-d tensor: a training step logs it without a host sync."""
+    return -10.0 * torch.log10(F.mse_loss(pred.clamp(0, 1), target))

@@ -100,7 +100,7 @@ def training_scores(scene, data) -> tuple[list[float], list[float]]:
     for t in range(data.frames):
         rgb = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width,
                         data.height).features[0, ..., RGB].clamp(0, 1)
-        psnrs.append(psnr(rgb, data.images[t]))
+        psnrs.append(float(psnr(rgb, data.images[t])))
         pair = [x.permute(2, 0, 1)[None] for x in (rgb, data.images[t])]
         ssims.append(float(ssim(*pair, window=11).mean()))
     return psnrs, ssims

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from cuda_ext.checks import trusted_inputs
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import CAMERAS_FILE, PoseRefinement
 from recon4d.fit.checkpoint import CHECKPOINT_FILES, complete_checkpoint
@@ -94,6 +95,10 @@ class FitConfig:
     """Channels of the feature-field latent (used only when the scene has teachers)."""
     lr_scale: float = 1.0
     checkpoint_every: int = 200
+    check_every: int = 10
+    """Steps between finiteness checks of the loss and parameters (also made before every checkpoint and at a
+    stage's end), which are also the steps the history logs. Each check reads the device once; a check every
+    step made a GPU wait for the host a dozen times a step."""
     skin_mode: str = "dqb"
     seed: int = 0
     backend: str = "auto"
@@ -177,6 +182,7 @@ class Trainer:
         self.stage_seconds: dict[str, float] = {}
         torch.manual_seed(cfg.seed)
         self._mask_distance: Tensor | None = None  # the masks' distance maps, made once when the motion stage needs them
+        self._losses_finite = torch.ones((), dtype=torch.bool, device=self.device)  # since the last check
 
     # ---- set-up -------------------------------------------------------------------------
     def initialise(self) -> None:
@@ -238,7 +244,9 @@ class Trainer:
 
     def load(self) -> None:
         """Continue from the checkpoint in ``model_dir``, first made whole (``complete_checkpoint``)."""
-        state = torch.load(self.model_dir / CHECKPOINT_FILES[0], weights_only=False)
+        # The state is read to the CPU whatever device wrote it (a GPU fit resumes on a laptop); the optimiser's
+        # load_state_dict moves its moments to the parameters' device.
+        state = torch.load(self.model_dir / CHECKPOINT_FILES[0], weights_only=False, map_location="cpu")
         complete_checkpoint(self.model_dir, state.get("checkpoint"))
         self.scene, self.heads, meta = load_scene(self.model_dir)
         self.poses = PoseRefinement(self.data.frames)
@@ -284,8 +292,6 @@ class Trainer:
         if binding is None:
             return torch.zeros((), device=d.K.device)
         vis = d.track_visible[t, sel]
-        if not vis.any():
-            return torch.zeros((), device=d.K.device)
         ident = torch.zeros_like(pts[:, :1]).expand(-1, 4) + pts.new_tensor([1.0, 0, 0, 0])
         moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
         view = self.viewmat(t)[0]
@@ -293,14 +299,15 @@ class Trainer:
         in_front = cam[:, 2] > 1e-3 * self.extent  # a point behind the camera has no reprojection
         uv = cam @ d.K.T
         uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-3 * self.extent)
-        keep = vis & in_front
-        if not keep.any():
-            return torch.zeros((), device=d.K.device)
-        # Errors in image widths, capped: a few wrong tracks must not outweigh the rest.
-        err = ((uv - d.track_xy[t, sel]) / d.width)[keep].clamp(-0.2, 0.2)
-        return F.huber_loss(err, torch.zeros_like(err), delta=0.01)
+        keep = (vis & in_front)[:, None].expand(-1, 2)
+        # Errors in image widths, capped: a few wrong tracks must not outweigh the rest. The mean over the kept
+        # tracks is masked, not gathered: a gather makes a GPU wait for the host.
+        err = ((uv - d.track_xy[t, sel]) / d.width).clamp(-0.2, 0.2)
+        huber = F.huber_loss(err, torch.zeros_like(err), delta=0.01, reduction="none")
+        return torch.where(keep, huber, 0.0).sum() / keep.sum().clamp(min=1)
 
-    def losses(self, t: int) -> tuple[Tensor, dict[str, float]]:
+    def losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
+        """The step's total loss and its terms (0-d tensors, read on the host only when logged)."""
         d, w, stage = self.data, self.cfg.weights, self.stage
         image, mask = d.images[t], d.dynamic_mask[t]
         terms: dict[str, Tensor] = {}
@@ -333,10 +340,9 @@ class Trainer:
             vel, acc = losses.smoothness_loss(positions)
             terms["acc"] = w.acceleration * acc + w.velocity * vel
         total = sum(terms.values())
-        stats = {k: v.item() for k, v in terms.items()}
         if stage != "features":
-            stats["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
-        return total, stats
+            terms["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
+        return total, terms
 
     def _arap_edges(self) -> Tensor:
         """The scaffold's ARAP pairs; a scene saved before they were stored gets them from its trajectories."""
@@ -346,7 +352,7 @@ class Trainer:
                                              self.cfg.init.arap_levels)
         return scaffold.arap_edges
 
-    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, float]]:
+    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
         """The ``motion`` stage's terms for frame t (see :mod:`recon4d.fit.motion`); all depend on frame t's
         node transforms only."""
         d, w, ref = self.data, self.cfg.weights, self.scene.reference_frame
@@ -360,20 +366,25 @@ class Trainer:
                  "track": w.track * self._track_loss(t),
                  "arap": w.arap * losses.arap_loss(positions, self._arap_edges(), 0),
                  "depth": w.motion_depth * losses.depth_loss(out.depth[0, ..., 0], d.depth[t] * mask, alpha)}
-        total = sum(terms.values())
-        return total, {k: v.item() for k, v in terms.items()}
+        return sum(terms.values()), terms
 
-    @staticmethod
-    def _check_loss(loss: Tensor) -> None:
-        if not torch.isfinite(loss):
-            raise NonFiniteError(f"loss is {loss.item()}")
+    def _checked_record(self, loss: Tensor, terms: dict[str, Tensor]) -> dict[str, float]:
+        """The loss and its terms as floats, after checking that every loss since the last check and every
+        parameter now is finite; one read of the device. Raises NonFiniteError naming the culprit.
 
-    def _check_parameters(self) -> None:
-        """Raise on a non-finite parameter, tested through its sum, which a NaN or inf anywhere makes
-        non-finite: one reduction per tensor instead of a boolean map and a second."""
-        for name, p in self.scene.named_parameters():
-            if not torch.isfinite(p.detach().sum()):
-                raise NonFiniteError(f"parameter {name} has NaN/inf")
+        A parameter is tested through its sum, which a NaN or inf anywhere makes non-finite.
+        """
+        params = dict(self.scene.named_parameters())
+        finite = torch.stack([p.detach().sum() for p in params.values()]).isfinite().all() & self._losses_finite
+        values = torch.stack([finite.to(loss.dtype), loss.detach(), *(v.detach() for v in terms.values())]).tolist()
+        self._losses_finite = torch.ones_like(self._losses_finite)
+        if not values[0]:
+            raise NonFiniteError(self._nonfinite_parameter() or "a loss was NaN/inf")
+        return {"loss": values[1], **dict(zip(terms, values[2:]))}
+
+    def _nonfinite_parameter(self) -> str | None:
+        bad = next((name for name, p in self.scene.named_parameters() if not torch.isfinite(p.detach().sum())), None)
+        return None if bad is None else f"parameter {bad} has NaN/inf"
 
     # ---- the loop -----------------------------------------------------------------------
     def total_steps(self) -> int:
@@ -413,6 +424,9 @@ class Trainer:
                 if finished == stop_after:
                     break
         except KeyboardInterrupt:
+            if bad := self._nonfinite_parameter():  # unchecked since the last check: never save it
+                self.log(f"interrupted: nothing saved ({bad}); --resume continues from the last checkpoint")
+                raise
             self.save(note="interrupted")
             self.log(f"interrupted: checkpoint saved at stage {self.stage}, step {self.step}; "
                      f"re-run with --resume to continue")
@@ -441,25 +455,30 @@ class Trainer:
         else:
             t = self._frame_from_deck()
         self.optimizer.zero_grad(set_to_none=True)
-        try:
-            loss, stats = self.losses(t)
-            self._check_loss(loss)
+        with trusted_inputs():  # the kernels' value checks would read the device; _checked_record covers them
+            loss, terms = self.losses(t)
             if self.stage == "joint":
                 self._last_render.meta["means2d"].retain_grad()
             loss.backward()
             self._decay_lr(n)
             self.optimizer.step()
-            self._check_parameters()  # after the step; the next step relies on it
-        except NonFiniteError as exc:
-            self._rollback(str(exc))
-            return
+        self._losses_finite &= torch.isfinite(loss.detach())
+        done = self.step + 1
+        # A non-finite value found late is rolled back all the same: no checkpoint is written unchecked.
+        record = None
+        if done % self.cfg.check_every == 0 or done == n or done % self.cfg.checkpoint_every == 0:
+            try:
+                record = self._checked_record(loss, terms)
+            except NonFiniteError as exc:
+                self._rollback(str(exc))
+                return
         if self.stage == "joint":
             changed = self.densifier.observe_and_refine(self.scene, self._last_render, self.step, n)
             if changed:
                 self._setup_stage()
-        self.step += 1
-        if self.step % 10 == 0 or self.step == n:
-            self.history.append({"stage": self.stage, "step": self.step, "loss": loss.item(), **stats})
+        self.step = done
+        if record is not None:
+            self.history.append({"stage": self.stage, "step": self.step, **record})
         if self.step % self.cfg.checkpoint_every == 0:
             self.save()
 
@@ -520,6 +539,7 @@ class Trainer:
                  f"checkpoint and halved the learning rate (scale {lr:g})")
         self.load()
         self.lr = lr
+        self._losses_finite = torch.ones_like(self._losses_finite)
         self._new_optimizer()  # fresh moments at the lower rate; the restored densification statistics stay
 
     def _next_stage(self) -> None:

@@ -123,6 +123,7 @@ EVENT_COUNTS = {"count_jumps", "count_moves", "count_turns", "count_revolutions"
 PER_OBJECT = {
     "direction": lambda t, st, o, p: rules.direction(t, o),
     "origin": lambda t, st, o, p: rules.origin(t, o),
+    "facing": lambda t, st, o, p: rules.facing(t, o),
     "distance": lambda t, st, o, p: rules.distance(t),
     "vertical": lambda t, st, o, p: rules.vertical(t),
     "rotation": lambda t, st, o, p: rules.rotation(t),

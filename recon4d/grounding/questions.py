@@ -21,7 +21,7 @@ SPELLING = {r"\bcl\w*kswise\b": "clockwise", r"\bclckswise\b": "clockwise", r"\b
             r"\btrun\b": "turn", r"\bdirectionis\b": "direction is", r"\bhelicoptor\b": "helicopter",
             r"\bplances\b": "planes", r"\bbicyclec\b": "bicycle", r"\bdose\b": "does", r"\btoward\b": "towards",
             r"\banti-?clockwise\b": "counter-clockwise", r"\bcounterclockwise\b": "counter-clockwise",
-            r"\bare moving are moving\b": "are moving", r"’": "'"}
+            r"\bare moving are moving\b": "are moving", r"’": "'", r"^in which (direction|way)\b": r"which \1"}
 WINDOWS = [("start", r"(?:at|in|during|near|towards) the (?:very )?(?:start|beginning|first part|first half) of the (?:video|clip)"),
            ("end", r"(?:at|in|during|near|towards) the (?:very )?(?:end|last part|second half) of the (?:video|clip)"),
            ("all", r"throughout the (?:video|clip)")]
@@ -31,7 +31,7 @@ VERBS = ("moving|going|coming|getting|rotating|spinning|turning|flying|walking|r
          "climbing|jumping|flipping|rolling|heading|pedall?ing|diving|landing|taking|sliding|travell?ing|skating|"
          "paddl?ing|being|sailing|crawling|falling|rising|floating|going|move|moved|go|went|turn|turned|spin|spun|"
          "rotate|fly|flew|walk|run|ran|drive|swim|ride|jump|jumped|come|came|head|roll|flip|dive|land|travel|slide|"
-         "skate|hit|throw|threw|kick|kicked")
+         "skate|hit|throw|threw|kick|kicked|facing")
 SUBJECT = rf"(?:the |this |a )?(?P<a>[a-z][a-z' -]*?) (?P<verb>{VERBS})\b(?P<rest>.*)"
 UP_WORDS = r"\b(?:up|upwards?|uphill|taking off|coming out|rising|ascending)\b"
 DOWN_WORDS = r"\b(?:down|downwards?|downhill|landing|diving|descending|falling)\b"
@@ -133,6 +133,8 @@ def _wh(m: re.Match) -> tuple[str, dict]:
     """ "What direction / which way is X <verb> ...": a turn, or a direction."""
     if m.group("verb").startswith("turn"):
         return "turn", {"a": m.group("a")}
+    if m.group("verb") == "facing":
+        return "facing", {"a": m.group("a")}
     if "clockwise" in m.group("rest"):
         return "rotation", {"a": m.group("a")}
     return "direction", {"a": _object_of(m)}

@@ -157,7 +157,7 @@ def run_render(job: RenderJob, log=print) -> dict:
     summary = {"out": str(out_dir), "path": job.path, "frames": len(times),
                "width": cams.width, "height": cams.height}
     if job.path == "input" and job.scale == 1.0:
-        scores = [psnr(stack["rgb"][i], data.images[t]) for i, t in enumerate(times)]
+        scores = [float(psnr(stack["rgb"][i], data.images[t])) for i, t in enumerate(times)]
         summary["psnr"] = sum(scores) / len(scores)
     _write_outputs(out_dir, stack, cams, fitted.fps, summary, key)
     shutil.rmtree(partial)

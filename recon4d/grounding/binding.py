@@ -6,7 +6,9 @@ farther, left or right in the image), how big it is and how many Gaussians make
 it. So a phrase binds by what it says that the geometry can check:
 
 - a shape noun ("the red cube") or "object" must match shape and colour exactly,
-  so an object of another colour or shape is absent (the synthetic scenes);
+  so an object of another colour or shape is absent (the synthetic scenes) -
+  where some object's shape is known at all; without id masks "the ball" is a
+  real noun like any other;
 - a real noun's colour ("the person in red", "the boxer with the blue helmet")
   only chooses among several objects: the median colour of a fitted person is
   not the colour of their shirt;
@@ -139,7 +141,8 @@ class Binding:
 def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: bool = False) -> Binding:
     """Bind the phrase ``name`` to the scene's objects (``group``: a count's noun, every object it may name)."""
     np_ = noun_phrase(name)
-    if np_.shape is not None or np_.head == "object":
+    shapes_known = any(t.obj.shape is not None for t in st.tracks)  # id masks gave shapes: "the ball" is checkable
+    if np_.shape is not None and shapes_known or np_.head == "object":
         cands, why = _by_looks(np_, st.tracks)
         if cands is None:
             return why

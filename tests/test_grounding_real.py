@@ -259,3 +259,14 @@ def test_nothing_moving_means_a_named_thing_stands_still_unless_it_may_be_absent
     empty = _st()
     assert _ask(empty, "What direction is the swan moving towards?", ["left", "right", "not moving", "up"]) == "not moving"
     assert _ask(empty, "What direction is the swan moving towards?", ["left", "right", "not moving", "no swan there"]) == CANNOT_TELL
+
+
+def test_shape_nouns_without_known_shapes_bind_by_colour_alone():
+    # A synthetic scene fitted without id masks: no shapes, so "the blue cube" is checked by colour only.
+    red = _obj(_line([0.0, 0.0, 0.4], [-1.5, 0.0, 0.4]), colour="red")
+    purple = _obj(_line([0.0, 1.0, 0.4], [1.5, 1.0, 0.4]), colour="purple")
+    choices = ["left", "right", "not moving", "no {} there"]
+    others = ("Is the red cube rotating clockwise or counter-clockwise?", "Is the purple cylinder coming closer?")
+    for name, word in (("red cube", "left"), ("purple cylinder", "right"), ("blue cube", "no blue cube there")):
+        question = f"From the camera perspective, what direction is the {name} moving towards?"
+        assert _ask(_st(red, purple), question, [c.format(name) for c in choices], others) == word

@@ -15,13 +15,15 @@ it. So a phrase binds by what it says that the geometry can check:
 - "in the foreground / background", "the left one", "the bigger one" choose the
   nearest / farthest / leftmost / largest, when the gap is clear;
 - a bare noun binds to the only object, or to the clearly most prominent one
-  (twice the Gaussians of any other: a car and its shadow);
+  (twice the Gaussians of any other: a car and its shadow); a shape noun whose
+  shape nothing knows (no id masks) binds by its colour alone;
 - a plural noun ("the bears", "how many camels") names the group left.
 
 And since nothing tells a motorbike from flower pots, a scene's questions are
 read together (``SceneNouns``): the fitted objects are taken to be what the
 scene's questions name most often; a bare noun for something else (the flower
-pots of a motorbike clip) is then not bound to them.
+pots of a motorbike clip) is then not bound to them. A phrase with a colour, a
+place or a size picks by those instead.
 """
 
 from __future__ import annotations
@@ -146,10 +148,13 @@ def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: boo
         cands, why = _by_looks(np_, st.tracks)
         if cands is None:
             return why
+    elif np_.shape is not None:  # a plain-coloured thing whose shape nothing here knows: colour alone decides
+        cands = [t for t in st.tracks if not np_.colours or t.obj.colour in np_.colours]
     else:
         if not st.tracks:
             return Binding("empty", f"no moving object in the scene for '{name}'")
-        if nouns is not None and not nouns.names_objects(np_):
+        bare = not (np_.colours or np_.place or np_.size)
+        if bare and nouns is not None and not nouns.names_objects(np_):
             return Binding("other", f"'{name}' is not what this scene's questions name most ({nouns.principal}): "
                                     "taken to be none of the moving objects")
         cands = list(st.tracks)

@@ -16,7 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from recon4d.grounding import rules
-from recon4d.grounding.binding import COLOUR_WORDS, SHAPE_NOUNS, Binding, SceneNouns, bind, noun_phrase
+from recon4d.grounding.binding import (
+    Binding,
+    SceneNouns,
+    bind,
+    noun_phrase,
+)
 from recon4d.grounding.questions import parse
 from recon4d.grounding.trajectories import ObjectTrack, SceneTracks, heading_offset_deg
 

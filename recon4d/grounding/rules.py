@@ -12,10 +12,17 @@ rule returns ``(label, why)``; per-object predicates for counts return
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 
-from recon4d.grounding.trajectories import MOVING, NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks
+from recon4d.grounding.trajectories import (
+    MOVING,
+    NOT_ROTATING_DEG,
+    ROTATING_DEG,
+    ObjectTrack,
+    SceneTracks,
+)
 
 DOMINANCE = 1.5  # one axis must beat the others by this factor to name a direction
 SHARE_YES, SHARE_NO = 0.5, 0.2  # share of the displacement along an axis: that way / not that way; between: unsure
@@ -197,7 +204,7 @@ def camera_orbit(st: SceneTracks, target: ObjectTrack) -> tuple[str | None, str]
     """Clockwise / counter-clockwise (seen from above) sense of the camera's travel around an object."""
     rel = -np.einsum("tji,tj->ti", st.viewmats[:, :3, :3], st.viewmats[:, :3, 3]) - target.centres
     rel -= (rel @ st.up)[:, None] * st.up
-    angles = [math.atan2(float(np.cross(a, b) @ st.up), float(a @ b)) for a, b in zip(rel[:-1], rel[1:])]
+    angles = [math.atan2(float(np.cross(a, b) @ st.up), float(a @ b)) for a, b in pairwise(rel)]
     total = math.degrees(sum(angles))
     if abs(total) < NOT_ROTATING_DEG:
         return "not rotating", f"camera goes {total:+.1f} deg round the object"
@@ -355,7 +362,7 @@ def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.
     runs = swings(height, JUMP_SIZES * size)
     lateral = _lateral_track(t, viewmats)
     jumps = []
-    for (rise, start, _), (fall, _, end) in zip(runs[:-1], runs[1:]):
+    for (rise, start, _), (fall, _, end) in pairwise(runs):
         if rise > 0 > fall:  # up then down: one jump
             shift = lateral[end] - lateral[start]
             jumps.append("right" if shift > size else "left" if shift < -size else "in place")

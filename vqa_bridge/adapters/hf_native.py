@@ -21,6 +21,7 @@ import copy
 import numpy as np
 import torch
 from torch import Tensor
+
 from vqa_bridge.adapters.base import VisionLanguageAdapter
 
 # Sampling and search settings a checkpoint may ship; unset, so that generate() takes the argmax at every step.

@@ -43,7 +43,7 @@ class InternVLAdapter(ProcessorAdapter):
     @torch.no_grad()
     def extract_tokens(self, frames: Tensor) -> VisionTokens:
         hidden = self.model.model.vision_tower(pixel_values=self._pixels(frames)).last_hidden_state[:, 1:]
-        side = int(round(hidden.shape[1] ** 0.5))
+        side = round(hidden.shape[1] ** 0.5)
         return VisionTokens(hidden.reshape(frames.shape[0], side, side, -1).float().cpu())
 
     def _projected(self, tokens: VisionTokens) -> BaseModelOutputWithPooling:

@@ -1,8 +1,10 @@
-"""A tiny model with InternVideo2-Chat's module layout and call chain, for testing the bridge offline.
+"""A tiny model with InternVideo2-Chat's module layout and call chain, for fast tests of the bridge.
 
-The real remote code cannot be downloaded here, so this mirrors what the adapter
-relies on (see vqa_bridge/adapters/internvideo2.py): ``vision_encoder`` maps
-[B,C,T,H,W] to [B, 1 + T*L, C] (CLS first), ``encode_vision`` applies
+The real remote code, built tiny, is tests/internvideo2_tiny.py (a 1408-wide ViT at
+224 px: seconds per call); this 32 px look-alike serves the tests that need many calls
+or must run without ../shared. It mirrors what the adapter relies on (see
+vqa_bridge/adapters/internvideo2.py): ``vision_encoder`` maps [B,C,T,H,W] to
+[B, 1 + T*L, C] (CLS first), ``encode_vision`` applies
 ``vision_layernorm`` then the Q-Former's ``bert`` with ``query_tokens`` +
 ``extra_query_tokens`` cross-attending to the tokens, ``pad_text_embeds`` puts
 ``project_up`` of the queries where ``video_idx`` is 1, ``lm`` is a causal LM and
@@ -117,18 +119,3 @@ def standin_adapter(frames: int = 4):
 
     model, tok = standin_model(frames)
     return InternVideo2Adapter(model, tok, image_size=32, clip_frames=frames)
-
-
-def save_as_remote_code(folder, frames: int = 4) -> None:
-    """Write the stand-in like an InternVideo2-Chat hub folder: config.json with auto_map, modeling files
-    that import the classes above, sharded safetensors weights and the tokenizer."""
-    from pathlib import Path
-
-    folder = Path(folder)
-    model, tok = standin_model(frames)
-    model.config.auto_map = {"AutoConfig": "configuration_standin.StandInConfig",
-                             "AutoModel": "modeling_standin.InternVideo2ChatStandIn"}
-    model.save_pretrained(folder, max_shard_size="20KB")
-    tok.save_pretrained(folder)
-    (folder / "configuration_standin.py").write_text("from tests.internvideo2_standin import StandInConfig\n")
-    (folder / "modeling_standin.py").write_text("from tests.internvideo2_standin import InternVideo2ChatStandIn\n")

@@ -14,7 +14,7 @@ def load_adapter(name: str, model_path: str | None = None, vision_only: bool = F
     """``tiny`` needs nothing; the real models need ``model_path`` (a local directory or a hub id).
 
     ``vision_only`` is a hint for teacher extraction: adapters that can, skip the language model.
-    ``device``/``dtype``: where the Qwen2.5-VL and InternVL models run (default CUDA in bf16 when there is
+    ``device``/``dtype``: where the real models run (default CUDA in bf16 when there is
     a GPU, else CPU in float32; ``vqa_bridge.adapters.hf_native.placement``).
     """
     if name == "tiny":
@@ -35,7 +35,7 @@ def load_adapter(name: str, model_path: str | None = None, vision_only: bool = F
         return load_internvl(model_path, device=device, dtype=dtype)
     from vqa_bridge.adapters.internvideo2 import load_internvideo2
 
-    return load_internvideo2(model_path, vision_only=vision_only)
+    return load_internvideo2(model_path, vision_only=vision_only, device=device, dtype=dtype)
 
 
 __all__ = ["MODELS", "Generation", "VisionLanguageAdapter", "VisionTokens", "load_adapter"]

@@ -178,3 +178,16 @@ def test_every_tensor_follows_the_models_device(checkpoint):
         assert isinstance(adapter.answer_from_tokens(tokens, QUESTION, 2), str)
         vision = load_internvideo2(str(checkpoint), vision_only=True)
         assert is_fake_cuda(vision.extract_tokens(frames).grid)
+
+
+def test_teacher_tokens_come_from_feature4x_strided_clips_of_the_real_encoder(full):
+    from vqa_bridge.teacher import extract_teacher
+
+    frames = _frames(9, 6)  # clips of 4, s = 2: [0,2,4,6], [1,3,5,7], then Feature4X's clip ending at 8: [2,4,6,8]
+    features, cls = extract_teacher(full, frames)
+    clips = {c: full.extract_tokens(frames[list(c)]) for c in ((0, 2, 4, 6), (1, 3, 5, 7), (2, 4, 6, 8))}
+    expected = {0: (0, 2, 4, 6), 1: (1, 3, 5, 7), 3: (1, 3, 5, 7), 5: (1, 3, 5, 7), 7: (1, 3, 5, 7)}
+    expected.update({f: (2, 4, 6, 8) for f in (2, 4, 6, 8)})
+    for frame, clip in expected.items():
+        torch.testing.assert_close(features[frame], clips[clip].grid[clip.index(frame)], atol=0, rtol=0)
+    torch.testing.assert_close(cls, torch.stack([t.cls for t in clips.values()]).mean(0))

@@ -24,7 +24,7 @@ from tests.internvideo2_standin import standin_adapter
 from vqa_bridge.adapters.tiny import VISION_DIM, tiny_adapter
 from vqa_bridge.modalities import SceneInputs, ShortVideoError, sample_indices
 from vqa_bridge.prompts import build_prompt
-from vqa_bridge.teacher import extract_teacher
+from vqa_bridge.teacher import clip_plan, extract_teacher, strided_clips
 from vqa_bridge.vlm4d import load_questions, scene_name
 
 PROMPT = build_prompt("Which way does the cube move?", {"A": "left", "B": "right", "C": "not moving"}, "do")
@@ -88,16 +88,38 @@ def test_internvideo2_tokens_keep_cls_and_restore_encoder(standin):
         standin.logits_from_tokens(type(tokens)(tokens.grid), PROMPT)
 
 
-def test_extract_teacher_shapes_and_clip_padding(tiny, standin):
-    frames = _frames(6, 4)
+def test_strided_clips_are_feature4x_get_indices_split_plus_the_frames_it_misses():
+    assert strided_clips(50, 8) == [[j + 6 * k for k in range(8)] for j in range(6)] + [[7, 13, 19, 25, 31, 37, 43, 49]]
+    assert strided_clips(16, 8) == [[0, 2, 4, 6, 8, 10, 12, 14], [1, 3, 5, 7, 9, 11, 13, 15]]  # 15 covered: no extra
+    assert strided_clips(8, 8) == [list(range(8))]
+    assert strided_clips(10, 4) == [[0, 2, 4, 6], [1, 3, 5, 7], [3, 5, 7, 9]]
+    assert strided_clips(3, 4) == [[0, 1, 2, 2]]  # shorter than a clip: the last frame repeated
+    assert 48 not in set().union(*strided_clips(50, 8))  # Feature4X leaves frame 48 of 50 without tokens
+    extra = [c for c in clip_plan(50, 8) if not c.cls]
+    assert [(c.frames, c.stores) for c in extra] == [([6, 12, 18, 24, 30, 36, 42, 48], [48])]
+    for n in (3, 8, 9, 23, 50, 81):  # every frame's tokens come from exactly one clip's slot (the last holding it)
+        plan = clip_plan(n, 8)
+        assert set().union(*(c.stores for c in plan)) == set(range(n))
+        assert all(len(c.frames) == 8 and c.frames == sorted(c.frames) for c in plan)
+
+
+def test_extract_teacher_uses_strided_clips_and_averages_cls(tiny, standin):
+    frames = _frames(10, 4)
     features, cls = extract_teacher(tiny, frames)
-    assert features.shape == (6, 4, 8, VISION_DIM) and features.dtype == torch.float32 and cls is None
-    features, cls = extract_teacher(standin, frames)  # clips of 4: frames 0-3, then 4-5 padded with frame 5
-    assert features.shape == (6, 4, 4, 24) and cls.shape == (24,)
-    torch.testing.assert_close(features[:4], standin.extract_tokens(frames[:4]).grid)
-    padded = torch.cat([frames[4:], frames[5:].expand(2, -1, -1, -1)])
-    torch.testing.assert_close(features[4:], standin.extract_tokens(padded).grid[:2])
-    torch.testing.assert_close(cls, standin.extract_tokens(frames[sample_indices(6, 4)]).cls)
+    assert features.shape == (10, 4, 8, VISION_DIM) and features.dtype == torch.float32 and cls is None
+    features, cls = extract_teacher(standin, frames)  # clips of 4: [0,2,4,6], [1,3,5,7], then [3,5,7,9]
+    assert features.shape == (10, 4, 4, 24) and cls.shape == (24,)
+    clips = [standin.extract_tokens(frames[c]) for c in ([0, 2, 4, 6], [1, 3, 5, 7], [3, 5, 7, 9])]
+    torch.testing.assert_close(features[[0, 2, 4, 6]], clips[0].grid)
+    torch.testing.assert_close(features[[1]], clips[1].grid[:1])
+    torch.testing.assert_close(features[[3, 5, 7, 9]], clips[2].grid)  # the last clip holding a frame wins
+    torch.testing.assert_close(features[8], standin.extract_tokens(frames[[2, 4, 6, 8]]).grid[3])  # missed: own clip
+    torch.testing.assert_close(cls, torch.stack([c.cls for c in clips]).mean(0))
+    # A video shorter than a clip: one clip with its last frame repeated, the padding dropped.
+    short, short_cls = extract_teacher(standin, frames[:3])
+    padded = standin.extract_tokens(frames[[0, 1, 2, 2]])
+    torch.testing.assert_close(short, padded.grid[:3])
+    torch.testing.assert_close(short_cls, padded.cls)
 
 
 def _write_frames(folder: Path, n: int, seed: int = 0) -> None:

@@ -14,15 +14,18 @@ Users never run a separate build step.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import logging
 import hashlib
 import os
 import shutil
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Iterator
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 
@@ -75,6 +78,40 @@ def build_root() -> Path:
     except OSError:
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         return cache / "recon4d" / "torch_extensions"
+
+
+@contextmanager
+def build_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder``'s build while the body runs.
+
+    Why: N Ray workers starting together on one shared file system would each
+    compile into, and clean up, the same folder. ``lockf`` (POSIX record locks)
+    is what NFS's lock manager honours; ``flock`` is not, on many mounts.
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "a+") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(handle, fcntl.LOCK_UN)
+
+
+def cuda_archs() -> str:
+    """The GPU architectures a CUDA build targets: ``TORCH_CUDA_ARCH_LIST`` if set, else this machine's
+    GPU, else ``DEFAULT_CUDA_ARCHS`` (CI, login nodes)."""
+    import torch
+
+    if archs := os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return archs
+    if torch.cuda.is_available():
+        return "{}.{}".format(*torch.cuda.get_device_capability())
+    return DEFAULT_CUDA_ARCHS
+
+
+def cuda_arch_key() -> str:
+    """``cuda_archs()`` as a folder-name key, e.g. ``sm80-90``."""
+    return "sm" + "-".join(a.replace(".", "") for a in cuda_archs().replace(" ", ";").split(";") if a)
 
 
 def _missing_toolchain(family: Family) -> str | None:
@@ -137,18 +174,21 @@ def build(name: str, verbose: bool = False) -> ModuleType:
         # build made for another processor.
         cflags.append("-march=native")
         build_dir = build_dir.with_name(f"{build_dir.name}_cpu{_cpu_signature()}")
+    if family.cuda:  # A100 and H100 nodes sharing a file system each keep their own build
+        build_dir = build_dir.with_name(f"{build_dir.name}_{cuda_arch_key()}")
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return cpp_extension.load(
-            name=f"recon4d_{name}",
-            sources=[str(CSRC / s) for s in family.sources],
-            extra_cflags=cflags,
-            extra_cuda_cflags=["-O3", "--use_fast_math"] if family.cuda else None,
-            extra_ldflags=list(family.extra_ldflags),
-            build_directory=str(build_dir),
-            with_cuda=family.cuda,
-            verbose=verbose,
-        )
+        with build_lock(build_dir):
+            return cpp_extension.load(
+                name=f"recon4d_{name}",
+                sources=[str(CSRC / s) for s in family.sources],
+                extra_cflags=cflags,
+                extra_cuda_cflags=["-O3", "--use_fast_math"] if family.cuda else None,
+                extra_ldflags=list(family.extra_ldflags),
+                build_directory=str(build_dir),
+                with_cuda=family.cuda,
+                verbose=verbose,
+            )
     except Exception as exc:  # compiler errors surface as RuntimeError/OSError/CalledProcessError
         raise KernelBuildError(f"building {name} failed: {exc}") from exc
 

@@ -155,9 +155,7 @@ class FakeCuda(TorchFunctionMode):
         else:
             rest = tuple(_as_host(a) for a in args[1:])
             target, dtype, _, memory_format = torch._C._nn._parse_to(*rest, **kwargs)
-            if any(isinstance(a, Tensor) and is_fake_cuda(a) for a in args[1:]):
-                target = CUDA0
-            elif target is not None and not _is_cuda_device(kwargs.get("device", target)) \
+            if any(isinstance(a, Tensor) and is_fake_cuda(a) for a in args[1:]) or target is not None and not _is_cuda_device(kwargs.get("device", target)) \
                     and _is_cuda_device(next((a for a in args[1:] if _is_device_like(a)), None)):
                 target = CUDA0
             if "device" in kwargs and _is_cuda_device(kwargs["device"]):
@@ -259,6 +257,12 @@ def fake_cuda():
         }.items():
             stack.enter_context(mock.patch(target, value))
         stack.enter_context(mock.patch.object(torch.nn.Parameter, "__new__", parameter_new))
-        stack.enter_context(mock.patch.dict(sys.modules, {"gsplat": gsplat_standin}))
+        stack.enter_context(mock.patch.dict(sys.modules, {"gsplat": gsplat_standin,
+                                                          "gsplat.cuda": gsplat_standin.cuda,
+                                                          "gsplat.cuda._backend": gsplat_standin.cuda._backend}))
+        from recon4d.device import gsplat_kernels
+
+        gsplat_kernels.cache_clear()
+        stack.callback(gsplat_kernels.cache_clear)
         stack.enter_context(mode)
         yield mode

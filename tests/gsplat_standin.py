@@ -13,7 +13,8 @@ real gsplat would make (it splits more than ``channel_chunk`` channels into chun
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+import types
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -22,6 +23,9 @@ from torch.utils._pytree import tree_map
 
 __version__ = "1.5.3"
 calls: list[dict] = []
+# gsplat's compiled module lives at gsplat.cuda._backend._C (None when it could not be built); a test sets
+# it to None to play a machine without the CUDA toolkit.
+cuda = types.SimpleNamespace(_backend=types.SimpleNamespace(_C=object()))
 
 
 def rasterization(
@@ -38,10 +42,10 @@ def rasterization(
     far_plane: float = 1e10,
     radius_clip: float = 0.0,
     eps2d: float = 0.3,
-    sh_degree: Optional[int] = None,
+    sh_degree: int | None = None,
     packed: bool = True,
     tile_size: int = 16,
-    backgrounds: Optional[Tensor] = None,
+    backgrounds: Tensor | None = None,
     render_mode: Literal["RGB", "D", "ED", "RGB+D", "RGB+ED"] = "RGB",
     sparse_grad: bool = False,
     absgrad: bool = False,
@@ -50,7 +54,7 @@ def rasterization(
     distributed: bool = False,
     camera_model: Literal["pinhole", "ortho", "fisheye", "ftheta"] = "pinhole",
     segmented: bool = False,
-    covars: Optional[Tensor] = None,
+    covars: Tensor | None = None,
     **unsupported,
 ):
     from tests.fake_cuda import _tag, is_fake_cuda

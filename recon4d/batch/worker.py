@@ -49,6 +49,9 @@ class FitTask:
     scene_dir: Path
     source: Path
     config: object  # recon4d.fit.trainer.FitConfig; untyped here so the driver need not import torch
+    config_on_gpu: object = None
+    """With ``--preset auto``: the config for a worker that has a GPU (``config`` is then the CPU one). The
+    worker chooses, not the driver: a CPU-only Ray head must not send every GPU worker the CPU preset."""
     priors: str = "auto"
     teachers: tuple[str, ...] = ()
     run_id: str = ""
@@ -125,6 +128,16 @@ def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> s
     return adapter.teacher_name
 
 
+def task_config(task: FitTask):
+    """The fit config for this worker: ``config_on_gpu`` where it has a GPU, else ``config``."""
+    if task.config_on_gpu is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            return task.config_on_gpu
+    return task.config
+
+
 def fit_scene_task(task: FitTask) -> dict:
     """Fit one scene (resuming from its folder); return what the manifest records, or raise SceneFailedError."""
     from recon4d.batch.manifest import stage_reached
@@ -138,7 +151,7 @@ def fit_scene_task(task: FitTask) -> dict:
         _append_log(scene_dir, f"batch: run {task.run_id} attempt {lock.attempt} on {socket.gethostname()} "
                                f"pid {os.getpid()}")
         options = task.prior_options if task.prior_options is not None else PriorOptions()
-        job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task.config, priors=task.priors,
+        job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task_config(task), priors=task.priors,
                      teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists(),
                      options=options, stop_after=task.stop_after)
         try:

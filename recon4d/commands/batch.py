@@ -9,7 +9,6 @@ scenes. The fit schedule is the same as ``recon4d fit``'s: ``--preset`` plus any
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -56,21 +55,30 @@ class BatchCommand:
 def main(argv: list[str]) -> int:
     from recon4d.batch.inputs import discover
     from recon4d.batch.runner import BatchOptions, run_batch
-    from recon4d.fit.presets import resolve_preset
+    from recon4d.fit.presets import AUTO_PRESETS
 
     if not {"-h", "--help"} & set(argv) and not option_value(argv, "--inputs", ""):
         raise UserError("--inputs is required (a folder of videos or sequences, or a .txt/.csv list)")
-    try:
-        base = resolve_preset(option_value(argv, "--preset", "auto"))
-    except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
-        raise UserError(str(exc)) from exc
-    defaults = BatchCommand(inputs=Path("."), config=base)
-    cmd = tyro.cli(BatchCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d batch")
+    preset = option_value(argv, "--preset", "auto")
+    cmd = _parse(argv, AUTO_PRESETS["cpu"] if preset == "auto" else preset)
+    # "auto" is for each worker's machine to decide, not this one's: both configs go out, the worker picks
+    on_gpu = _parse(argv, AUTO_PRESETS["gpu"]).config if preset == "auto" else None
     specs = discover(cmd.inputs)
-    opts = BatchOptions(out=cmd.out, config=cmd.config, priors=cmd.priors, teachers=cmd.teacher,
+    opts = BatchOptions(out=cmd.out, config=cmd.config, config_on_gpu=on_gpu, priors=cmd.priors, teachers=cmd.teacher,
                         retries=cmd.retries, gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                         ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, vlm=cmd.vlm, vlm_path=cmd.vlm_path,
                         prior_options=cmd.priors_options)
     manifest = run_batch(specs, opts)
     failed = [name for name in (s.name for s in specs) if manifest.scenes[name].status != "done"]
     return 1 if failed else 0
+
+
+def _parse(argv: list[str], preset: str) -> BatchCommand:
+    """The command line over ``preset``'s fit config (``--config.*`` options override it)."""
+    from recon4d.fit.presets import load_preset
+
+    try:
+        base = load_preset(preset)
+    except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
+        raise UserError(str(exc)) from exc
+    return tyro.cli(BatchCommand, args=argv, default=BatchCommand(inputs=Path("."), config=base), prog="recon4d batch")

@@ -16,6 +16,7 @@ from typing import Literal
 
 import torch
 
+from recon4d.device import check_gpu_path, resolve_device
 from recon4d.errors import UserError
 from recon4d.fit.data import load_scene_data
 from recon4d.fit.losses import psnr, ssim
@@ -123,6 +124,8 @@ def peak_memory_mib() -> dict[str, float]:
 def run_fit(job: FitJob) -> dict:
     log = _log_to(job.scene_dir)
     started = time.perf_counter()
+    if job.stop_after != "priors":  # a GPU that cannot run the fit says so before the priors, not after
+        check_gpu_path(resolve_device(job.config.device), job.config.backend)
     ensure_priors(job, log)
     priors_seconds = time.perf_counter() - started
     if job.stop_after == "priors":
@@ -135,15 +138,16 @@ def run_fit(job: FitJob) -> dict:
         config = dataclasses.replace(config, camera_lr=0.0)
     trainer = fit_scene(data, config, job.scene_dir / "model", resume=job.resume, log=log,
                         stop_after=job.stop_after)
-    scene = trainer.scene.cpu()
+    scene = trainer.scene  # scored and previewed where it was fitted (the GPU's rasterizer on a GPU)
     with torch.no_grad():
-        data = dataclasses.replace(data, viewmats=trainer.poses.cpu()(data.viewmats))
+        data = dataclasses.replace(trainer.data, viewmats=trainer.poses(trainer.data.viewmats))
     psnrs, ssims = training_scores(scene, data)
     mid = data.frames // 2
     with torch.no_grad():
         out = rasterize(*scene.at(mid).as_args(), data.viewmats[mid:mid + 1], data.K[None], data.width, data.height)
-    write_preview(job.scene_dir / "preview.png", data.images[mid], out.features[0, ..., RGB], out.depth[0, ..., 0],
-                  out.alpha[0, ..., 0], out.features[0, ..., LATENT_START:])
+    write_preview(job.scene_dir / "preview.png", *(x.cpu() for x in (
+        data.images[mid], out.features[0, ..., RGB], out.depth[0, ..., 0], out.alpha[0, ..., 0],
+        out.features[0, ..., LATENT_START:])))
     metrics_path = job.scene_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     for stale in ("psnr_heldout", "psnr_heldout_min", "ssim_heldout"):  # from a fit with other held-out frames

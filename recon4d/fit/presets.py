@@ -38,10 +38,14 @@ def load_preset(name: str) -> FitConfig:
     return _merge(FitConfig(), tomllib.loads(path.read_text()), path.name)
 
 
+AUTO_PRESETS = {"gpu": "davis", "cpu": "cpu-preview"}
+"""What ``auto`` means on a machine with a GPU and on one without."""
+
+
 def resolve_preset(name: str) -> FitConfig:
     """``load_preset``, where ``auto`` means ``davis`` on a machine with a GPU and ``cpu-preview`` without."""
     if name == "auto":
         import torch
 
-        name = "davis" if torch.cuda.is_available() else "cpu-preview"
+        name = AUTO_PRESETS["gpu" if torch.cuda.is_available() else "cpu"]
     return load_preset(name)

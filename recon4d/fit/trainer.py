@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from cuda_ext.checks import trusted_inputs
+from recon4d.device import check_gpu_path, resolve_device
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import CAMERAS_FILE, PoseRefinement
 from recon4d.fit.checkpoint import CHECKPOINT_FILES, complete_checkpoint
@@ -163,15 +164,10 @@ def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefineme
     return [g for g in groups if any(p.numel() for p in g["params"])]
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 class Trainer:
     def __init__(self, data: SceneData, cfg: FitConfig, model_dir: Path, log: Callable[[str], None] = print):
         self.device = resolve_device(cfg.device)
+        check_gpu_path(self.device, cfg.backend)
         self.cfg, self.model_dir, self.log = cfg, Path(model_dir), log
         self.data = data.to(self.device)
         self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0

@@ -84,7 +84,8 @@ def centre_depth(scene: DynamicScene, data: SceneData, frame: int) -> float:
     Where the centre pixel is empty (alpha < 0.5) the median rendered depth is used instead,
     so a sky pixel cannot put the camera at infinity.
     """
-    out = rasterize(*scene.at(frame).as_args(), data.viewmats[frame:frame + 1], data.K[None],
+    device = scene.static.means.device  # the scene may be on the GPU, the priors' cameras are on the CPU
+    out = rasterize(*scene.at(frame).as_args(), data.viewmats[frame:frame + 1].to(device), data.K[None].to(device),
                     data.width, data.height)
     depth, alpha = out.depth[0, ..., 0], out.alpha[0, ..., 0]
     H, W = data.height, data.width

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from recon4d.device import resolve_device
 from recon4d.fit.data import MissingStageError, SceneData, frames_info, load_scene_data
 from recon4d.fit.trainer import STAGES
 from recon4d.scene import DynamicScene
@@ -38,8 +39,11 @@ def _fit_command(folder: Path) -> str:
     return f"recon4d fit --video {source} --out {folder.parent} --name {folder.name}"
 
 
-def load_fitted(folder: Path) -> FittedScene:
-    """Scene, decoder heads and priors of a completed fit; MissingStageError says what to run otherwise."""
+def load_fitted(folder: Path, device: str = "auto") -> FittedScene:
+    """Scene, decoder heads and priors of a completed fit; MissingStageError says what to run otherwise.
+
+    The scene and heads go to ``device`` (auto: the GPU when there is one, where gsplat renders); the priors
+    stay on the CPU, and a render moves the cameras it needs."""
     folder = Path(folder)
     if not folder.is_dir():
         raise MissingStageError(f"{folder} is not a scene folder; make one with "
@@ -57,4 +61,5 @@ def load_fitted(folder: Path) -> FittedScene:
     scene, heads, meta = load_scene(folder / "model")
     scene.requires_grad_(False)
     heads.requires_grad_(False)
-    return FittedScene(folder, scene, heads, meta, data)
+    target = resolve_device(device)
+    return FittedScene(folder, scene.to(target), heads.to(target), meta, data)

@@ -131,6 +131,9 @@ def _rasterize_gsplat(
 ) -> RenderOutput:
     import gsplat
 
+    from recon4d.device import gsplat_kernels
+
+    gsplat_kernels()  # built in our keyed folder under its lock, or one clear GpuSetupError
     D = features.shape[-1]
     # gsplat pads the depth channel's background with zeros itself (expected depth stays z/alpha).
     bg = None if backgrounds is None else backgrounds.expand(viewmats.shape[0], D)

@@ -122,7 +122,7 @@ def _check_decode(fitted: FittedScene, decode: tuple[str, ...]) -> None:
 
 def run_render(job: RenderJob, log=print) -> dict:
     """Render ``job``; returns a summary (output folder, frames, and for `input` the PSNR vs the frames)."""
-    fitted = load_fitted(job.scene)
+    fitted = load_fitted(job.scene, job.device)
     _check_decode(fitted, job.decode)
     data = fitted.data
     times = parse_frames(job.frames, data.frames)
@@ -130,9 +130,6 @@ def run_render(job: RenderJob, log=print) -> dict:
     cams = cams.resized(_even(data.width * job.scale), _even(data.height * job.scale))
     out_dir = Path(job.out) if job.out else fitted.folder / "renders" / job.path
     key = _job_key(job, fitted, cams)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if job.device == "auto" else job.device
-    fitted.scene.to(device)  # cameras were placed on the CPU; only the per-frame renders move
-    fitted.heads.to(device)
     done = out_dir / "cameras.json"
     if not job.force and all((out_dir / f).exists() for f in OUTPUTS) and \
             json.loads(done.read_text()).get("key") == key:

@@ -1,0 +1,69 @@
+"""Build every compiled kernel before the work starts: ``recon4d build`` (also run by ``make setup``).
+
+Two sets: recon4d's own families (``cuda_ext``: the CPU rasterizer and scaffold
+kernels, and the scaffold's CUDA kernels where nvcc exists), and gsplat's CUDA
+kernels, which gsplat otherwise compiles at its first call, 5-15 minutes into a
+fit. gsplat's build folder is keyed by torch version and GPU architecture and built
+under a file lock: gsplat deletes its lock file on import and removes its build
+folder until the module exists, so workers starting together on a shared file
+system would otherwise undo each other's builds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import cuda_ext
+
+
+def gsplat_build_folder():
+    import torch
+
+    return cuda_ext.build_root() / f"gsplat_torch{torch.__version__.replace('+', '_')}_{cuda_ext.cuda_arch_key()}"
+
+
+@contextmanager
+def gsplat_build_env() -> Iterator[None]:
+    """While gsplat is imported (and compiles), point torch's extension folder at our keyed folder and hold
+    its lock; the environment is restored afterwards."""
+    folder = gsplat_build_folder()
+    saved = {k: os.environ.get(k) for k in ("TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST")}
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
+    os.environ["TORCH_CUDA_ARCH_LIST"] = cuda_ext.cuda_archs()
+    try:
+        with cuda_ext.build_lock(folder):
+            yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def build_all(log=print) -> dict[str, str]:
+    """Build (or find built) every kernel this machine can build; returns name -> "ok" or the reason not."""
+    import torch
+
+    from recon4d.device import GpuSetupError, gsplat_kernels
+
+    results = {}
+    for name in cuda_ext.FAMILIES:
+        try:
+            cuda_ext.build(name)
+            results[name] = "ok"
+        except cuda_ext.KernelBuildError as exc:
+            results[name] = str(exc)
+        log(f"{name}: {results[name]}")
+    if torch.version.cuda is None:
+        results["gsplat"] = f"skipped: torch {torch.__version__} is a CPU-only build"
+    else:
+        try:
+            gsplat_kernels()
+            results["gsplat"] = "ok"
+        except GpuSetupError as exc:
+            results["gsplat"] = str(exc)
+    log(f"gsplat: {results['gsplat']}")
+    return results

@@ -1,0 +1,227 @@
+"""The CUDA path, proven on the CPU: the fake-CUDA harness (tests.fake_cuda) and the gsplat stand-in.
+
+Every test runs code as it would run on a one-GPU machine: tensors "on cuda" are CPU tensors
+tagged as CUDA, an op that mixes them with CPU tensors raises, and host syncs are counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from recon4d.fit.data import load_scene_data
+from recon4d.fit.trainer import STAGES, FitConfig, StageSteps, Trainer
+from tests import gsplat_standin
+from tests.fake_cuda import DeviceMixError, fake_cuda, is_fake_cuda
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _two_steps_config(backend: str = "auto") -> FitConfig:
+    """Two steps of every stage (one per frame for the per-frame stages), a refinement at the joint stage's
+    second step that grows every Gaussian (gradient threshold 0) and prunes the faintest."""
+    steps = StageSteps(static=2, scaffold=2, motion=1, joint=3, cameras=1, settle=2, features=2)
+    cfg = FitConfig(steps=steps, checkpoint_every=1000, backend=backend)
+    cfg.init.static_stride = 6
+    cfg.densify = dataclasses.replace(cfg.densify, refine_every=2, start_fraction=0.0, stop_fraction=1.0,
+                                      grow_grad2d=0.0, prune_opacity=0.5)
+    return cfg
+
+
+def _stages_run(trainer: Trainer) -> set[str]:
+    return {stage for stage in STAGES if trainer._stage_steps(stage)}
+
+
+def test_a_fit_on_a_gpu_keeps_every_tensor_there_and_equals_the_cpu_fit(fitted_left_scene, tmp_path):
+    """Init and every stage on CUDA-tagged tensors with no device mix (the harness raises on one),
+    densification included; the result equals the CPU fit's, since only the device differs."""
+    _, scene = fitted_left_scene
+    data = load_scene_data(scene)
+    assert data.teachers, "the fixture's scene has a teacher, so the features stage runs"
+    cpu = Trainer(data, _two_steps_config(backend="cpu"), tmp_path / "cpu", log=lambda _: None)
+    cpu.initialise()
+    cpu.run()
+    gsplat_standin.calls.clear()
+    with fake_cuda():
+        gpu = Trainer(data, _two_steps_config(), tmp_path / "gpu", log=lambda _: None)
+        assert gpu.device.type == "cuda"
+        gpu.initialise()
+        n_init = gpu.n_gaussians()
+        assert _stages_run(gpu) == set(STAGES)
+        gpu.run()
+        assert gpu.stage == "done"
+        assert all(is_fake_cuda(p) for p in gpu.scene.parameters())
+        assert all(is_fake_cuda(b) for b in gpu.scene.buffers())
+    assert gsplat_standin.calls, "CUDA tensors are rasterized by gsplat"
+    assert gpu.n_gaussians() != n_init  # the forced refinement grew and pruned
+    assert gpu.n_gaussians() == cpu.n_gaussians()
+    for (name, a), (_, b) in zip(cpu.scene.named_parameters(), gpu.scene.named_parameters(), strict=True):
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_joint_step_on_a_gpu_waits_for_the_host_at_most_three_times(fitted_left_scene, tmp_path):
+    _, scene = fitted_left_scene
+    data = load_scene_data(scene)
+    data.teachers = {}
+    cfg = FitConfig(steps=StageSteps(static=1, scaffold=1, motion=0, joint=40, cameras=0, settle=0, features=0))
+    cfg.init.static_stride = 6  # densification as configured: no refinement in these steps
+    with fake_cuda() as mode:
+        trainer = Trainer(data, cfg, tmp_path / "model", log=lambda _: None)
+        trainer.initialise()
+        trainer.run(stop_after="scaffold")
+        assert trainer.stage == "joint"
+        trainer._one_step(40)  # the first step binds the tracks to the scaffold, once
+        before = mode.syncs
+        for _ in range(20):
+            trainer._one_step(40)
+    per_step = (mode.syncs - before) / 20
+    assert per_step <= 3, mode.sync_log[before:]
+
+
+def test_a_gpu_fit_catches_a_nan_and_rolls_back(fitted_left_scene, tmp_path, monkeypatch):
+    """With the finiteness checks deferred (one device read every few steps), a NaN loss still rolls back."""
+    _, scene = fitted_left_scene
+    data = load_scene_data(scene)
+    data.teachers = {}
+    cfg = _two_steps_config()
+    cfg.steps = StageSteps(static=12, scaffold=0, motion=0, joint=0, cameras=0, settle=0, features=0)
+    cfg.checkpoint_every, cfg.check_every = 4, 5
+    messages = []
+    with fake_cuda():
+        trainer = Trainer(data, cfg, tmp_path / "model", log=messages.append)
+        trainer.initialise()
+        real_losses, calls = trainer.losses, {"n": 0}
+
+        def poisoned(t):
+            calls["n"] += 1
+            loss, terms = real_losses(t)
+            return (loss * float("nan"), terms) if calls["n"] == 6 else (loss, terms)
+
+        monkeypatch.setattr(trainer, "losses", poisoned)
+        trainer.run()
+    assert trainer.stage == "done" and trainer.lr == pytest.approx(0.5)
+    assert any("rolled back" in m for m in messages)
+    assert all(torch.isfinite(p).all() for p in trainer.scene.parameters())
+
+
+def test_render_and_the_feature_field_run_on_the_gpu(fitted_left_scene, tmp_path):
+    """`recon4d render` and the feature-field input of the VQA bridge render with gsplat on CUDA tensors and
+    give what the CPU gives."""
+    from recon4d.commands import render as render_command
+    from vqa_bridge.modalities import SceneInputs
+
+    _, scene = fitted_left_scene
+    args = ["--scene", str(scene), "--path", "input", "--frames", "0:3", "--force"]
+    assert render_command.main([*args, "--out", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
+    cpu_field = SceneInputs(scene, "patch").build("feature-field", [0, 2])
+    gsplat_standin.calls.clear()
+    with fake_cuda():
+        assert render_command.main([*args, "--out", str(tmp_path / "gpu")]) == 0
+        inputs = SceneInputs(scene, "patch")
+        assert is_fake_cuda(inputs.fitted().scene.static.means)
+        gpu_field = inputs.build("feature-field", [0, 2])
+    assert gsplat_standin.calls
+    read = lambda d: json.loads((tmp_path / d / "cameras.json").read_text())["summary"]["psnr"]  # noqa: E731
+    assert read("gpu") == pytest.approx(read("cpu"), abs=1e-4)
+    torch.testing.assert_close(gpu_field.grid, cpu_field.grid, rtol=1e-4, atol=1e-5)
+
+
+def test_a_batch_worker_fits_on_the_gpu_with_the_gpu_preset(tmp_path):
+    """The worker of `recon4d batch` picks ``config_on_gpu`` on a GPU machine and fits there."""
+    from recon4d.batch.worker import FitTask, fit_scene_task
+    from recon4d.fit.presets import load_preset
+    from tests.fitted import synth_scene
+
+    synth = synth_scene(tmp_path / "synth", "--motion", "left", "--seed", "3")
+    tiny = load_preset("test")
+    tiny.steps = StageSteps(static=2, scaffold=2, motion=1, joint=2, cameras=1, settle=1, features=0)
+    marked = dataclasses.replace(tiny, seed=7)  # which config the worker used shows in config.json
+    task = FitTask(scene_dir=tmp_path / "out" / synth.name, source=synth, config=tiny, config_on_gpu=marked,
+                   priors="gt", run_id="test")
+    with fake_cuda():
+        result = fit_scene_task(task)
+    assert result["metrics"]["stage"] == "done"
+    saved = json.loads((tmp_path / "out" / synth.name / "model" / "scene.json").read_text())
+    assert saved["config"]["seed"] == 7
+
+
+def test_batch_sends_auto_to_the_workers(monkeypatch, tmp_path):
+    """On a CPU-only driver, `--preset auto` sends both presets; the choice is the worker's."""
+    import recon4d.batch.runner as runner
+    from recon4d.commands import batch as batch_command
+    from recon4d.fit.presets import AUTO_PRESETS, load_preset
+
+    sent = {}
+
+    def fake_run_batch(specs, opts):
+        sent["opts"] = opts
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runner, "run_batch", fake_run_batch)
+    (tmp_path / "a.mp4").write_bytes(b"")
+    monkeypatch.setattr("recon4d.batch.inputs.discover", lambda path: [])
+    assert not torch.cuda.is_available()
+    with pytest.raises(SystemExit):
+        batch_command.main(["--inputs", str(tmp_path), "--preset", "auto", "--config.seed", "5"])
+    opts = sent["opts"]
+    cpu, gpu = (load_preset(AUTO_PRESETS[k]) for k in ("cpu", "gpu"))
+    assert opts.config.steps == cpu.steps and opts.config_on_gpu.steps == gpu.steps
+    assert opts.config.seed == opts.config_on_gpu.seed == 5  # overrides reach both
+    with pytest.raises(SystemExit):
+        batch_command.main(["--inputs", str(tmp_path), "--preset", "davis"])
+    assert sent["opts"].config_on_gpu is None and sent["opts"].config.steps == gpu.steps
+
+
+def _fit_cli(synth: Path, out: Path, *extra: str) -> int:
+    from recon4d.commands import fit as fit_command
+
+    return fit_command.main(["--video", str(synth), "--out", str(out), "--priors", "gt", "--preset", "test", *extra])
+
+
+def test_a_gpu_without_gsplat_kernels_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    from tests.fitted import synth_scene
+
+    synth = synth_scene(tmp_path / "synth", "--seed", "2")
+    capsys.readouterr()
+    with fake_cuda():
+        monkeypatch.setattr(gsplat_standin.cuda._backend, "_C", None)  # no toolkit: gsplat could not build
+        assert _fit_cli(synth, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nvcc" in err[0] and "recon4d build" in err[0], err
+    assert not (tmp_path / "out" / synth.name / "priors").exists()  # refused before any work
+
+
+def test_an_unusable_gpu_driver_is_one_line_and_exit_2_not_a_cpu_fit(tmp_path, capsys, monkeypatch):
+    import recon4d.device as device
+    from tests.fitted import synth_scene
+
+    synth = synth_scene(tmp_path / "synth", "--seed", "2")
+    capsys.readouterr()
+    driver = tmp_path / "nvidia-version"
+    driver.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023\n")
+    monkeypatch.setattr(device, "NVIDIA_DRIVER_FILE", driver)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _fit_cli(synth, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "535.104.05" in err[0] and "--device cpu" in err[0], err
+    assert _fit_cli(synth, tmp_path / "out", "--config.device", "cuda") == 2
+
+
+def test_the_harness_catches_a_device_mix():
+    """The harness itself: a mix raises, a 0-d CPU scalar does not, host reads are counted."""
+    with fake_cuda() as mode:
+        x = torch.ones(3, device="cuda")
+        with pytest.raises(DeviceMixError):
+            x + torch.ones(3)
+        y = x * torch.tensor(2.0)
+        assert y.device.type == "cuda" and is_fake_cuda(y)
+        before = mode.syncs
+        float(y.sum())
+        assert mode.syncs == before + 1
+        with pytest.raises(TypeError):
+            y.numpy()
+        assert not is_fake_cuda(y.cpu())

@@ -12,6 +12,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-cache-dir -e '.[test,vqa]'
+	# every kernel now rather than mid-fit: the CPU ones, the CUDA ones where nvcc is, gsplat's on a GPU
+	$(VENV)/bin/recon4d build
 	touch $(STAMP)
 
 # The main job on the embedded default, offline on CPU: a tiny synthetic video with known

@@ -114,7 +114,7 @@ def cuda_arch_key() -> str:
     return "sm" + "-".join(a.replace(".", "") for a in cuda_archs().replace(" ", ";").split(";") if a)
 
 
-def _missing_toolchain(family: Family) -> str | None:
+def missing_toolchain(family: Family) -> str | None:
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         return "no C++ compiler on PATH (install g++ or set CXX)"
     if family.cuda:
@@ -147,7 +147,7 @@ def build(name: str, verbose: bool = False) -> ModuleType:
     if name not in FAMILIES:
         raise KeyError(f"unknown kernel family {name!r}; known: {sorted(FAMILIES)}")
     family = FAMILIES[name]
-    if reason := _missing_toolchain(family):
+    if reason := missing_toolchain(family):
         raise KernelBuildError(f"cannot build {name}: {reason}")
 
     import torch
@@ -156,6 +156,9 @@ def build(name: str, verbose: bool = False) -> ModuleType:
     # (and for compiling CUDA code without a GPU, as CI does) that is expected, not news.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     from torch.utils import cpp_extension
+
+    if family.cuda:  # torch fixed its CUDA_HOME at import, maybe before missing_toolchain chose one
+        cpp_extension.CUDA_HOME = os.environ.get("CUDA_HOME") or os.environ["CUDA_PATH"]
 
     root = build_root()
     root.mkdir(parents=True, exist_ok=True)

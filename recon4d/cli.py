@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "answer": ("answer", "answer VLM4D-style questions geometrically from a fitted scene"),
     "vqa": ("vqa", "VLM bridge: teacher extraction, VLM4D evaluation, answer extraction"),
     "bench": ("bench", "benchmarks: render, skin (ratios against the PyTorch twins)"),
+    "build": ("build", "compile every kernel now (recon4d's and, on a GPU, gsplat's), not mid-fit"),
 }
 
 

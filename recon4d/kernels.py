@@ -43,8 +43,9 @@ def gsplat_build_env() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def build_all(log=print) -> dict[str, str]:
-    """Build (or find built) every kernel this machine can build; returns name -> "ok" or the reason not."""
+def build_all(with_gsplat: bool, log=print) -> dict[str, str]:
+    """Build (or find built) every kernel family, and gsplat's kernels if ``with_gsplat``; returns
+    name -> "ok" or the reason it is not built (a CUDA family on a machine without nvcc, say)."""
     import torch
 
     from recon4d.device import GpuSetupError, gsplat_kernels
@@ -57,9 +58,12 @@ def build_all(log=print) -> dict[str, str]:
         except cuda_ext.KernelBuildError as exc:
             results[name] = str(exc)
         log(f"{name}: {results[name]}")
-    if torch.version.cuda is None:
+    if not with_gsplat:
+        results["gsplat"] = "skipped (no GPU visible; `recon4d build --gsplat yes` builds it anyway)"
+    elif torch.version.cuda is None:
         results["gsplat"] = f"skipped: torch {torch.__version__} is a CPU-only build"
     else:
+        log(f"gsplat: building into {gsplat_build_folder()} (5-15 minutes the first time)")
         try:
             gsplat_kernels()
             results["gsplat"] = "ok"

@@ -204,6 +204,25 @@ def _tagging_module(module: types.ModuleType) -> types.SimpleNamespace:
                                     if not k.startswith("__")})
 
 
+def _swap_modules(modules: dict[str, Any]):
+    """Put ``modules`` in ``sys.modules``; returns the function that puts the old entries back.
+
+    Only these entries: ``mock.patch.dict(sys.modules)`` restores the whole table, dropping every
+    module imported meanwhile, and re-importing some of torch's registers their operators twice.
+    """
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+
+    def restore() -> None:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+    return restore
+
+
 @contextmanager
 def fake_cuda():
     """Run the body as if on a one-GPU machine; yields the ``FakeCuda`` mode (its ``syncs`` counter)."""
@@ -257,9 +276,8 @@ def fake_cuda():
         }.items():
             stack.enter_context(mock.patch(target, value))
         stack.enter_context(mock.patch.object(torch.nn.Parameter, "__new__", parameter_new))
-        stack.enter_context(mock.patch.dict(sys.modules, {"gsplat": gsplat_standin,
-                                                          "gsplat.cuda": gsplat_standin.cuda,
-                                                          "gsplat.cuda._backend": gsplat_standin.cuda._backend}))
+        stack.callback(_swap_modules({"gsplat": gsplat_standin, "gsplat.cuda": gsplat_standin.cuda,
+                                      "gsplat.cuda._backend": gsplat_standin.cuda._backend}))
         from recon4d.device import gsplat_kernels
 
         gsplat_kernels.cache_clear()

@@ -225,3 +225,58 @@ def test_the_harness_catches_a_device_mix():
         with pytest.raises(TypeError):
             y.numpy()
         assert not is_fake_cuda(y.cpu())
+
+
+def test_a_refinement_can_keep_the_optimiser_state(fitted_left_scene, tmp_path):
+    """``keep_optimizer_state`` (the GPU presets): after a refinement, a surviving Gaussian keeps its Adam
+    moments, a new one starts at zero; the scaffold's moments are untouched."""
+    _, scene = fitted_left_scene
+    data = load_scene_data(scene)
+    data.teachers = {}
+    cfg = _two_steps_config()
+    cfg.steps = StageSteps(static=1, scaffold=1, motion=0, joint=4, cameras=0, settle=0, features=0)
+    cfg.densify = dataclasses.replace(cfg.densify, refine_every=3, keep_optimizer_state=True)
+    with fake_cuda():
+        trainer = Trainer(data, cfg, tmp_path / "model", log=lambda _: None)
+        trainer.initialise()
+        trainer.run(stop_after="scaffold")
+        for _ in range(3):
+            trainer._one_step(4)
+        seen = {}
+        refine = trainer.densifier.observe_and_refine
+
+        def snapshot_then_refine(*args):  # the moments after the step's update, just before the refinement
+            state = trainer.optimizer.state
+            seen["means"] = state[trainer.scene.static.means]["exp_avg"].clone()
+            seen["nodes"] = state[trainer.scene.scaffold.node_offsets]["exp_avg_sq"].clone()
+            seen["n"] = len(trainer.scene.static)
+            return refine(*args)
+
+        trainer.densifier.observe_and_refine = snapshot_then_refine
+        trainer._one_step(4)  # step 3: the refinement
+        means_before, nodes_before, n_before = seen["means"], seen["nodes"], seen["n"]
+        rows, kept = trainer.densifier.rows[id(trainer.scene.static.means)]
+        after = trainer.optimizer.state[trainer.scene.static.means]["exp_avg"]
+        assert is_fake_cuda(after) and len(after) == len(trainer.scene.static) != n_before
+        torch.testing.assert_close(after[:kept], means_before[rows[:kept]], rtol=0, atol=0)
+        assert (after[kept:] == 0).all() and kept < len(after)
+        torch.testing.assert_close(trainer.optimizer.state[trainer.scene.scaffold.node_offsets]["exp_avg_sq"],
+                                   nodes_before, rtol=0, atol=0)
+
+
+def test_depth_anything_runs_on_the_gpu(tmp_path, monkeypatch):
+    import numpy as np
+
+    from recon4d.priors.depth import DepthAnythingV2
+    from tests.test_priors import tiny_depth_anything
+
+    provider = DepthAnythingV2(str(tiny_depth_anything(tmp_path / "da")))
+    frames = np.random.default_rng(0).integers(0, 255, (2, 48, 64, 3), dtype=np.uint8)
+    cpu, _ = provider.estimate(frames, progress=False)
+    loaded = []
+    real_load = DepthAnythingV2.load
+    monkeypatch.setattr(DepthAnythingV2, "load", lambda self: loaded.append(real_load(self)) or loaded[-1])
+    with fake_cuda():
+        gpu, _ = provider.estimate(frames, progress=False)
+    assert is_fake_cuda(next(loaded[0][1].parameters()))  # the model ran on the GPU
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-6)

@@ -343,8 +343,8 @@ def test_depth_alignment_recovers_scale_and_shift():
     assert np.median(np.abs(depth[0] / true[0] - 1)) < 0.02
 
 
-def test_depth_anything_loads_local_weights(tmp_path):
-    """The real transformers loading path, on a tiny random-weight checkpoint saved locally."""
+def tiny_depth_anything(folder: Path) -> Path:
+    """A tiny random-weight Depth Anything V2 checkpoint saved in ``folder`` (the real model classes)."""
     pytest.importorskip("transformers")
     from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config
 
@@ -353,7 +353,13 @@ def test_depth_anything_loads_local_weights(tmp_path):
                             reshape_hidden_states=False)
     cfg = DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=32, neck_hidden_sizes=[16] * 4,
                               fusion_hidden_size=16, head_hidden_size=16)
-    DepthAnythingForDepthEstimation(cfg).save_pretrained(tmp_path / "da")
+    DepthAnythingForDepthEstimation(cfg).save_pretrained(folder)
+    return folder
+
+
+def test_depth_anything_loads_local_weights(tmp_path):
+    """The real transformers loading path, on a tiny random-weight checkpoint saved locally."""
+    tiny_depth_anything(tmp_path / "da")
     assert not DepthAnythingV2(str(tmp_path / "missing")).available()
     asked = DepthAnythingV2(str(tmp_path / "missing"), download=True)  # --depth da-v2: the user asked for it
     assert asked.available()

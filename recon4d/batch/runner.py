@@ -29,6 +29,7 @@ class BatchOptions:
     config: object  # FitConfig, passed through to every worker
     config_on_gpu: object = None
     """``--preset auto``: the config a worker with a GPU fits with (``FitTask.config_on_gpu``)."""
+    prior_options_on_gpu: object = None
     priors: str = "auto"
     prior_options: object = None  # recon4d.fit.preprocess.PriorOptions; None: the defaults
     teachers: tuple[str, ...] = ()
@@ -143,7 +144,7 @@ def run_batch(specs: list[SceneSpec], opts: BatchOptions, progress_every: float 
             rec = manifest.scenes[spec.name]
             rec.status, rec.error, rec.started, rec.finished = "queued", None, None, None
             task = FitTask(scene_dir=out / spec.name, source=spec.source, config=opts.config,
-                           config_on_gpu=opts.config_on_gpu,
+                           config_on_gpu=opts.config_on_gpu, prior_options_on_gpu=opts.prior_options_on_gpu,
                            priors=opts.priors, teachers=tuple(opts.teachers), run_id=run_id, vlm=opts.vlm,
                            vlm_path=opts.vlm_path, prior_options=opts.prior_options, stop_after=opts.stop_after)
             refs[remote.options(name=f"fit {spec.name}", num_cpus=opts.cpus_per_scene, num_gpus=gpus,

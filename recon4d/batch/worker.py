@@ -52,6 +52,8 @@ class FitTask:
     config_on_gpu: object = None
     """With ``--preset auto``: the config for a worker that has a GPU (``config`` is then the CPU one). The
     worker chooses, not the driver: a CPU-only Ray head must not send every GPU worker the CPU preset."""
+    prior_options_on_gpu: object = None
+    """With ``--preset auto``: the frames and priors options of a worker that has a GPU (its resolution)."""
     priors: str = "auto"
     teachers: tuple[str, ...] = ()
     run_id: str = ""
@@ -128,14 +130,15 @@ def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> s
     return adapter.teacher_name
 
 
-def task_config(task: FitTask):
-    """The fit config for this worker: ``config_on_gpu`` where it has a GPU, else ``config``."""
+def for_this_machine(task: FitTask) -> tuple[object, object]:
+    """(fit config, prior options) for this worker: the ``*_on_gpu`` pair where it has a GPU and the task
+    carries one (``--preset auto``), else ``config`` and ``prior_options``."""
     if task.config_on_gpu is not None:
         import torch
 
         if torch.cuda.is_available():
-            return task.config_on_gpu
-    return task.config
+            return task.config_on_gpu, task.prior_options_on_gpu
+    return task.config, task.prior_options
 
 
 def fit_scene_task(task: FitTask) -> dict:
@@ -150,8 +153,9 @@ def fit_scene_task(task: FitTask) -> dict:
     with SceneLock(scene_dir, task.run_id) as lock:
         _append_log(scene_dir, f"batch: run {task.run_id} attempt {lock.attempt} on {socket.gethostname()} "
                                f"pid {os.getpid()}")
-        options = task.prior_options if task.prior_options is not None else PriorOptions()
-        job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=task_config(task), priors=task.priors,
+        config, options = for_this_machine(task)
+        options = options if options is not None else PriorOptions()
+        job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=config, priors=task.priors,
                      teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists(),
                      options=options, stop_after=task.stop_after)
         try:

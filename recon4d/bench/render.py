@@ -1,4 +1,4 @@
-"""`recon4d bench render`: forward+backward of the CPU rasterizer kernel vs its PyTorch twin.
+"""`recon4d bench render`: forward+backward of the CPU rasterizer kernel vs its PyTorch twin (and gsplat on a GPU).
 
 Every case runs in a fresh subprocess so that its peak memory is its own: the worker
 builds the scene, records its resident set size, renders (forward + backward), and
@@ -62,22 +62,30 @@ def run_case(case: Case) -> dict:
 
     torch.manual_seed(0)
     params, viewmats, Ks = random_gaussians(case.n, case.channels, case.width, case.height)
-    if case.backend == "cpu":  # build/load outside the timed region
-        rasterize(*params, viewmats, Ks, 8, 8, backend="cpu")
-    baseline = _rss_mb()
+    on_gpu = case.backend == "gsplat"
+    if on_gpu:  # peak memory is then the CUDA allocator's, times wait for the device
+        params, viewmats, Ks = [p.cuda() for p in params], viewmats.cuda(), Ks.cuda()
+    if case.backend in ("cpu", "gsplat"):  # build/load outside the timed region
+        rasterize(*params, viewmats, Ks, 8, 8, backend=case.backend)
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    baseline = torch.cuda.memory_allocated() / 2**20 if on_gpu else _rss_mb()
     times_f, times_b = [], []
     for _ in range(case.repeats + 1):
         leaves = [p.detach().requires_grad_(True) for p in params]
+        sync()
         t0 = time.perf_counter()
         out = rasterize(*leaves, viewmats, Ks, case.width, case.height, backend=case.backend)
+        sync()
         t1 = time.perf_counter()
         (out.features.sum() + out.depth.sum() + out.alpha.sum()).backward()
+        sync()
         t2 = time.perf_counter()
         times_f.append(t1 - t0)
         times_b.append(t2 - t1)
         coverage = float(out.alpha.mean())
         del out, leaves
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if on_gpu
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB -> MiB on Linux
     fwd, bwd = min(times_f[1:]), min(times_b[1:])
     return {**asdict(case), "fwd_s": fwd, "bwd_s": bwd, "total_s": fwd + bwd,
             "peak_mb": max(peak - baseline, 0.0), "coverage": coverage}
@@ -120,8 +128,15 @@ def main(argv: list[str]) -> int:
         for n in cfg.scaling:
             r = _spawn(Case("cpu", n, cfg.width, cfg.height, cfg.channels, 1))
             print(_row("cpu kernel", r) + f" {r['peak_mb'] * 1024 / n:>9.3f}", flush=True)
+    gsplat = None
+    if torch.cuda.is_available():
+        gsplat = _spawn(Case("gsplat", cfg.n, cfg.width, cfg.height, cfg.channels, cfg.repeats))
+        print("\n" + header + "  (gsplat on " + torch.cuda.get_device_name() + "; peak = CUDA allocator)")
+        print(_row("gsplat", gsplat), flush=True)
     print(f"mem_ratio_vs_twin={twin['peak_mb'] / max(kernel['peak_mb'], 1e-6):.2f}")
     print(f"ratio_vs_twin={twin['total_s'] / kernel['total_s']:.2f}")
+    if gsplat is not None:
+        print(f"ratio_gsplat_vs_cpu={kernel['total_s'] / gsplat['total_s']:.2f}")
     return 0
 
 

@@ -19,6 +19,7 @@ from recon4d.commands._args import option_value
 from recon4d.errors import UserError, expected_errors
 from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
+from vqa_bridge.adapters import ModelName
 
 
 @dataclass
@@ -42,7 +43,7 @@ class BatchCommand:
     """gt: exact priors from `recon4d synth` scenes' ground truth."""
     teacher: tuple[str, ...] = ()
     """Feature teachers to distil in every scene (built in: patch)."""
-    vlm: Literal["tiny", "qwen2.5-vl", "internvideo2"] | None = None
+    vlm: ModelName | None = None
     """Also distil this VLM's vision encoder in every scene (what the feature-field VQA needs)."""
     vlm_path: str | None = None
     """Local checkpoint directory (or hub id) of --vlm, for the real models."""
@@ -62,12 +63,14 @@ def main(argv: list[str]) -> int:
     preset = option_value(argv, "--preset", "auto")
     cmd = _parse(argv, AUTO_PRESETS["cpu"] if preset == "auto" else preset)
     # "auto" is for each worker's machine to decide, not this one's: both configs go out, the worker picks
-    on_gpu = _parse(argv, AUTO_PRESETS["gpu"]).config if preset == "auto" else None
+    on_gpu = _parse(argv, AUTO_PRESETS["gpu"]) if preset == "auto" else None
     specs = discover(cmd.inputs)
-    opts = BatchOptions(out=cmd.out, config=cmd.config, config_on_gpu=on_gpu, priors=cmd.priors, teachers=cmd.teacher,
+    opts = BatchOptions(out=cmd.out, config=cmd.config, priors=cmd.priors, teachers=cmd.teacher,
                         retries=cmd.retries, gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                         ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, vlm=cmd.vlm, vlm_path=cmd.vlm_path,
-                        prior_options=cmd.priors_options)
+                        prior_options=cmd.priors_options,
+                        config_on_gpu=on_gpu.config if on_gpu else None,
+                        prior_options_on_gpu=on_gpu.priors_options if on_gpu else None)
     manifest = run_batch(specs, opts)
     failed = [name for name in (s.name for s in specs) if manifest.scenes[name].status != "done"]
     return 1 if failed else 0
@@ -75,10 +78,11 @@ def main(argv: list[str]) -> int:
 
 def _parse(argv: list[str], preset: str) -> BatchCommand:
     """The command line over ``preset``'s fit config (``--config.*`` options override it)."""
-    from recon4d.fit.presets import load_preset
+    from recon4d.fit.presets import load_preset, preset_prior_options
 
     try:
-        base = load_preset(preset)
+        base, options = load_preset(preset), preset_prior_options(preset)
     except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
         raise UserError(str(exc)) from exc
-    return tyro.cli(BatchCommand, args=argv, default=BatchCommand(inputs=Path("."), config=base), prog="recon4d batch")
+    return tyro.cli(BatchCommand, args=argv, prog="recon4d batch",
+                    default=BatchCommand(inputs=Path("."), config=base, priors_options=options))

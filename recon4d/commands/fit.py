@@ -46,13 +46,14 @@ class FitCommand:
 @expected_errors("fit")
 def main(argv: list[str]) -> int:
     from recon4d.fit.pipeline import FitJob, run_fit
-    from recon4d.fit.presets import resolve_preset
+    from recon4d.fit.presets import preset_prior_options, resolve_preset
 
+    preset = option_value(argv, "--preset", "auto")
     try:
-        base = resolve_preset(option_value(argv, "--preset", "auto"))
+        base, options = resolve_preset(preset), preset_prior_options(preset)
     except ValueError as exc:  # an unknown preset, or a preset file with an unknown setting
         raise UserError(str(exc)) from exc
-    defaults = FitCommand(video=Path("."), config=base)
+    defaults = FitCommand(video=Path("."), config=base, priors_options=options)
     cmd = tyro.cli(FitCommand, args=argv, default=dataclasses.replace(defaults), prog="recon4d fit")
     if not cmd.video.exists():
         raise UserError(f"input {cmd.video} does not exist")

@@ -36,6 +36,9 @@ class DensifyConfig:
     prune_opacity: float = 0.005
     prune_scale3d: float = 0.1
     max_gaussians: int = 300_000
+    keep_optimizer_state: bool = False
+    """After a refinement, survivors keep their Adam moments and new Gaussians start from zero ones (gsplat's
+    strategy); off: the stage's optimiser starts afresh (the CPU presets, measured that way)."""
 
 
 class Densifier:
@@ -43,6 +46,9 @@ class Densifier:
         self.cfg, self.extent = cfg, extent
         self.grad_sum: Tensor | None = None
         self.count: Tensor | None = None
+        self.rows: dict[int, tuple[Tensor, int]] = {}
+        """After a refinement: id of each replaced parameter -> (the old rows it was gathered from, how many of
+        them are survivors; the rest are new Gaussians), for carrying optimiser state over."""
 
     def state_dict(self) -> dict[str, Tensor]:
         """The gradient statistics gathered since the last refinement, for a checkpoint.
@@ -79,6 +85,7 @@ class Densifier:
         if not (start <= step < stop and step > 0 and step % cfg.refine_every == 0):
             return False
         avg = self.grad_sum / self.count.clamp(min=1)
+        self.rows = {}
         n_static = len(scene.static)
         self._refine_set(scene.static, avg[:n_static], None)
         self._refine_set(scene.dynamic, avg[n_static:], scene)
@@ -104,8 +111,11 @@ class Densifier:
             index = torch.cat([keep, dup, split, split])
             offsets = self._split_offsets(gs, split)
         gs.select(index)
+        replaced = list(gs.parameters(recurse=False))
         if scene is not None:
             scene.binding.select(index)
+            replaced.append(scene.binding.correction)
+        self.rows.update({id(p): (index, len(keep)) for p in replaced})
         with torch.no_grad():
             if len(split):
                 n_new = 2 * len(split)

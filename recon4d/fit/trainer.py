@@ -204,6 +204,23 @@ class Trainer:
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
 
+    def _carry_optimizer_state(self, rows: dict[int, tuple[Tensor, int]]) -> None:
+        """A new optimiser over the refined parameters that keeps the old one's moments: a replaced parameter's
+        surviving rows keep theirs, its new rows (split and duplicated Gaussians) start at zero."""
+        old = self.optimizer
+        self._new_optimizer()
+        if len(old.param_groups) != len(self.optimizer.param_groups):  # a set appeared or emptied: start afresh
+            return
+        for g_old, g_new in zip(old.param_groups, self.optimizer.param_groups, strict=True):
+            for p_old, p_new in zip(g_old["params"], g_new["params"], strict=True):
+                state = old.state.get(p_old)
+                if not state or (p_new is not p_old and id(p_new) not in rows):
+                    continue
+                if p_new is not p_old:
+                    index, kept = rows[id(p_new)]
+                    state = {k: _carried_rows(v, index, kept) if v.dim() else v for k, v in state.items()}
+                self.optimizer.state[p_new] = state
+
     def _new_optimizer(self) -> None:
         groups = _stage_params(self.scene, self.heads, self.poses, self.stage, self.extent, self.lr,
                                self.cfg.camera_lr * self.lr, self.cfg.camera_stage_lr)
@@ -266,8 +283,9 @@ class Trainer:
         return self.poses.apply_to(self.data.viewmats[t:t + 1], torch.tensor([t], device=self.device))
 
     def render(self, t: int, with_latent: bool = False, static_only: bool = False, dynamic_only: bool = False):
-        g = self.scene.at(t, include_static=not dynamic_only, include_dynamic=not static_only)
-        feats = g.features if with_latent else g.features[:, :LATENT_START]
+        g = self.scene.at(t, include_static=not dynamic_only, include_dynamic=not static_only,
+                          with_latents=with_latent)
+        feats = g.features
         geometry = (g.means, g.quats, g.scales, g.opacities, self.viewmat(t))
         if with_latent:  # feature distillation: geometry and cameras are frozen, so keep them out of the graph
             geometry = tuple(x.detach() for x in geometry)
@@ -470,7 +488,9 @@ class Trainer:
                 return
         if self.stage == "joint":
             changed = self.densifier.observe_and_refine(self.scene, self._last_render, self.step, n)
-            if changed:
+            if changed and self.cfg.densify.keep_optimizer_state:
+                self._carry_optimizer_state(self.densifier.rows)
+            elif changed:
                 self._setup_stage()
         self.step = done
         if record is not None:
@@ -550,6 +570,14 @@ class Trainer:
         else:
             self._setup_stage()
         self.save()
+
+
+def _carried_rows(moment: Tensor, index: Tensor, kept: int) -> Tensor:
+    """An Adam moment for parameters gathered by ``index``: the first ``kept`` rows are survivors' (theirs),
+    the rest are new (zero)."""
+    out = moment.new_zeros((len(index), *moment.shape[1:]))
+    out[:kept] = moment[index[:kept]]
+    return out
 
 
 def fit_scene(data: SceneData, cfg: FitConfig, model_dir: Path, resume: bool = False,

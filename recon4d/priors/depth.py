@@ -82,14 +82,16 @@ class DepthAnythingV2:
         import torch
 
         proc, model = self.load()
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the GPU when there is one
+        model = model.to(device)
         T, H, W = frames.shape[:3]
         out = np.empty((T, H, W), np.float32)
         for i in tqdm(range(0, T, self.batch), desc="depth (DA-V2)", disable=not progress, leave=False):
-            x = _preprocess(frames[i:i + self.batch], proc)
+            x = _preprocess(frames[i:i + self.batch], proc).to(device)
             with torch.no_grad():
                 pred = model(pixel_values=x).predicted_depth
             pred = torch.nn.functional.interpolate(pred[:, None], size=(H, W), mode="bilinear", align_corners=False)
-            out[i:i + len(x)] = pred[:, 0].numpy()
+            out[i:i + len(x)] = pred[:, 0].cpu().numpy()
         return out, self.kind
 
 

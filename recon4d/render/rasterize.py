@@ -141,6 +141,9 @@ def _rasterize_gsplat(
         means, quats, scales, opacities, features, viewmats, Ks, width, height,
         near_plane=near_plane, far_plane=far_plane, eps2d=eps2d, packed=False, tile_size=tile_size,
         backgrounds=bg, render_mode="RGB+ED",
+        # all channels (+ depth) in one pass: by default gsplat renders more than 32 in chunks, each a
+        # full rasterization (the features stage's 4 + 32 latent + depth would take two)
+        channel_chunk=max(32, D + 1),
         rasterize_mode="antialiased" if antialiased else "classic",
     )
     meta = {"backend": "gsplat", **info}

@@ -37,7 +37,10 @@ def _answer(adapter: VisionLanguageAdapter, inputs, prompt: str, max_new_tokens:
 
 def run_vlm4d(qa_file: Path, scenes: Path, out: Path, adapter: VisionLanguageAdapter, model_name: str,
               modalities: Sequence[str], modes: Sequence[str], n_frames: int = 8,
-              generation: Generation = Generation(), log: Callable[[str], None] = print) -> RunOutcome:
+              generation: Generation = Generation(), log: Callable[[str], None] = print,
+              render_device: str = "auto") -> RunOutcome:
+    """``render_device``: where the fitted scenes render the global view and the feature field
+    (the commands pass the model's device, so a ``--device cpu`` run stays on the CPU)."""
     outcome = RunOutcome()
     questions, problems = load_questions(qa_file)
     for message in problems:
@@ -45,7 +48,8 @@ def run_vlm4d(qa_file: Path, scenes: Path, out: Path, adapter: VisionLanguageAda
     outcome.problems += problems
     results = ResultLog(out)
     settings = {"model": model_name, "n_frames": n_frames, "modalities": list(modalities),
-                "prompt_modes": list(modes), **generation.as_dict(), "model_settings": adapter.run_settings()}
+                "prompt_modes": list(modes), **generation.as_dict(), "model_settings": adapter.run_settings(),
+                "placement": adapter.placement()}
     cache: dict[str, SceneInputs] = {}
     for q in questions:
         todo = [(m, p) for m in modalities for p in modes if not results.done(q.id, m, p)]
@@ -57,7 +61,7 @@ def run_vlm4d(qa_file: Path, scenes: Path, out: Path, adapter: VisionLanguageAda
             outcome.problems.append(f"question {q.id}: scene folder {folder} not found, skipped")
             log(outcome.problems[-1])
             continue
-        scene = cache.setdefault(q.scene, SceneInputs(folder, adapter.teacher_name))
+        scene = cache.setdefault(q.scene, SceneInputs(folder, adapter.teacher_name, render_device))
         try:
             times = sample_indices(scene.frame_count(), n_frames)
         except (ShortVideoError, FileNotFoundError) as err:
@@ -99,4 +103,4 @@ def _record(q: Question, modality: str, mode: str, times: list[int], model: str,
             "prompt_mode": mode, "model": model, "frames": times, "response": response,
             "extracted": letter, "answer": q.answer, "correct": letter == q.answer,
             "generation": {k: settings[k] for k in ("decoding", "max_new_tokens_cot", "max_new_tokens_do",
-                                                    "model_settings")}}
+                                                    "model_settings", "placement")}}

@@ -1,7 +1,8 @@
 """The inputs the VLM is compared on, built from a fitted scene folder, and the geometry-only baseline.
 
 ``raw``: the scene's own frames (the 2D video). ``global-video``: the fitted scene
-rendered from DESIGN.md's global camera, RGB. ``feature-field``: the same camera,
+rendered from DESIGN.md's global camera position, RGB, framed so that the content
+fills the frame (``recon4d.render.cameras``). ``feature-field``: the same camera,
 but the rendered latent is pooled to the teacher's token grid and decoded by the
 scene's head for that teacher, so it replaces the VLM's vision encoder output.
 ``raw+cues``: the raw frames, with the fitted scene's trajectory description
@@ -55,14 +56,16 @@ class SceneInputs:
     the same frames, so a scene is rendered once per modality, not once per question.
     """
 
-    def __init__(self, folder: Path, teacher: str):
+    def __init__(self, folder: Path, teacher: str, device: str = "auto"):
         self.folder = Path(folder)
         self.teacher = teacher
+        self.device = device  # where the fitted scene renders (``load_fitted``)
         self._frames: Tensor | None = None
         self._fitted = None
         self._tracks = None
         self._cues: str | None = None
         self._built: dict[tuple[str, tuple[int, ...]], Tensor | VisionTokens] = {}
+        self._global = None
 
     def frame_count(self) -> int:
         return self.frames().shape[0]
@@ -76,7 +79,7 @@ class SceneInputs:
         if self._fitted is None:
             from recon4d.render.fitted import load_fitted
 
-            self._fitted = load_fitted(self.folder)
+            self._fitted = load_fitted(self.folder, self.device)
         return self._fitted
 
     def tracks(self):
@@ -113,11 +116,10 @@ class SceneInputs:
             return self.frames()[times]
         if modality not in VLM_MODALITIES:
             raise ValueError(f"no VLM input for modality {modality!r}; choose from {', '.join(VLM_MODALITIES)}")
-        from recon4d.render.cameras import camera_path
         from recon4d.render.video import render_frame
 
         fitted = self.fitted()
-        cams = camera_path("global", fitted.scene, fitted.data, times)
+        cams = self.global_cameras(times)
         if modality == "global-video":
             with torch.no_grad():
                 return torch.stack([render_frame(fitted, cams, i, ())["rgb"] for i in range(len(times))])
@@ -129,6 +131,17 @@ class SceneInputs:
             grid = torch.stack([render_frame(fitted, cams, i, (self.teacher,))[f"decoded.{self.teacher}"]
                                 for i in range(len(times))])
         return VisionTokens(grid, self._cls())
+
+    def global_cameras(self, times: list[int]):
+        """The global camera (``recon4d render --path global``'s, framed to fill) at ``times``; placed once."""
+        from recon4d.render.cameras import CameraPath, camera_path
+
+        fitted = self.fitted()
+        if self._global is None:
+            self._global = camera_path("global", fitted.scene, fitted.data, [0])
+        n = len(times)
+        return CameraPath(self._global.viewmats.expand(n, 4, 4).clone(), self._global.Ks.expand(n, 3, 3).clone(),
+                          list(times), self._global.width, self._global.height)
 
     def _cls(self) -> Tensor | None:
         """The input video's CLS token saved at extraction (the field renders no CLS of its own)."""

@@ -70,11 +70,12 @@ def clip_plan(n: int, clip: int) -> list[Clip]:
 
 
 def extract_teacher(adapter: VisionLanguageAdapter, frames: Tensor) -> tuple[Tensor, Tensor | None]:
-    """(features [T,h,w,C] float32, CLS [C] or None) for frames [T,H,W,3]."""
+    """(features [T,h,w,C] float32, CLS [C] or None) on the CPU, whatever the model's device, for frames [T,H,W,3]."""
     T = frames.shape[0]
     if not adapter.clip_frames:
-        grids = [adapter.extract_tokens(frames[start:start + BATCH_FRAMES]).grid for start in range(0, T, BATCH_FRAMES)]
-        return torch.cat(grids).float(), None
+        grids = [adapter.extract_tokens(frames[start:start + BATCH_FRAMES]).grid.float().cpu()
+                 for start in range(0, T, BATCH_FRAMES)]
+        return torch.cat(grids), None
     features, cls = None, []
     for clip in clip_plan(T, adapter.clip_frames):
         tokens = adapter.extract_tokens(frames[clip.frames])

@@ -20,6 +20,7 @@ from recon4d.commands._args import option_value
 from recon4d.errors import UserError, expected_errors
 from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
+from vqa_bridge.adapters import DtypeName, ModelName
 
 
 @dataclass
@@ -30,8 +31,14 @@ class AblateCommand:
     """Where the questions' inputs are: <scene>/ folders (DAVIS sequences, synth scenes), <scene>.mp4, or a DAVIS root."""
     out: Path = Path("ablation")
     """scenes/ (fits + batch.json) and vqa/ (results.jsonl, summary.*, ablation.*)."""
-    model: Literal["tiny", "qwen2.5-vl", "internvideo2"] = "tiny"
+    model: ModelName = "tiny"
     model_path: str | None = None
+    device: str = "auto"
+    """Where the VLM runs and the global view and feature field render: auto (the GPU when there is one), cpu,
+    cuda, cuda:N; recorded in every result and the table. The fits' teacher extraction runs on each worker's own
+    device."""
+    dtype: DtypeName = "auto"
+    """The VLM's dtype: auto = bfloat16 on CUDA, float32 on the CPU."""
     modalities: tuple[Literal["raw", "global-video", "feature-field", "raw+cues", "geometric"], ...] = (
         "raw", "global-video", "feature-field", "raw+cues", "geometric")
     """`raw+cues`: raw frames with the fitted trajectories described in the prompt; `geometric`: the geometric
@@ -74,8 +81,9 @@ def main(argv: list[str]) -> int:
                          gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                          ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, prior_options=cmd.priors_options)
     plan = AblationPlan(qa=cmd.qa, videos=cmd.videos, out=cmd.out, batch=batch, model=cmd.model,
-                        model_path=cmd.model_path, modalities=cmd.modalities, prompt_modes=cmd.prompt,
-                        n_frames=cmd.n_frames, max_new_tokens=(cmd.max_new_tokens_cot, cmd.max_new_tokens_do))
+                        model_path=cmd.model_path, device=cmd.device, dtype=cmd.dtype, modalities=cmd.modalities,
+                        prompt_modes=cmd.prompt, n_frames=cmd.n_frames,
+                        max_new_tokens=(cmd.max_new_tokens_cot, cmd.max_new_tokens_do))
     try:
         files = run_ablation(plan)
     except (ValueError, RuntimeError) as exc:  # a bad question file, an adapter that cannot load, nothing answered

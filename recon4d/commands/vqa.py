@@ -16,6 +16,7 @@ from typing import Literal
 import tyro
 
 from recon4d.errors import UserError, expected_errors, log_tracebacks_to
+from vqa_bridge.adapters import DtypeName, ModelName
 
 STEPS = {
     "extract-eval": "score the answer extractor against VLM4D's judge-graded outputs",
@@ -59,36 +60,40 @@ def extract_eval(config: ExtractEvalConfig) -> int:
     return 0
 
 
-Model = Literal["tiny", "qwen2.5-vl", "internvl", "internvideo2"]
-
-
 @dataclass
 class ExtractConfig:
     """Write <scene>/priors/teachers/<teacher>.safetensors (key `features`, float32 [T,h,w,C]) for `recon4d fit`."""
 
     scene: Path
     """Scene folder with frames/ (made by `recon4d fit --stop-after priors`)."""
-    model: Model = "tiny"
+    model: ModelName = "tiny"
     """VLM whose vision encoder is the teacher; `tiny` is a seeded random model that runs offline."""
     model_path: str | None = None
     """Local checkpoint directory (or hub id, if online) for the real models."""
+    device: str = "auto"
+    """Where the model runs: auto (the GPU when there is one), cpu, cuda, cuda:N."""
+    dtype: DtypeName = "auto"
+    """Weights' dtype: auto = bfloat16 on CUDA, float32 on the CPU."""
 
 
 @expected_errors("vqa extract")
 def extract(config: ExtractConfig) -> int:
-    from vqa_bridge.adapters import load_adapter
+    from vqa_bridge.adapters import load_adapter, resolve_placement
     from vqa_bridge.modalities import read_frames
     from vqa_bridge.teacher import extract_teacher, write_teacher_file
 
     log_tracebacks_to(config.scene / "log.txt")
+    device, dtype = resolve_placement(config.device, config.dtype)
     try:
         frames = read_frames(config.scene)
-        adapter = load_adapter(config.model, config.model_path, vision_only=True)
+        adapter = load_adapter(config.model, config.model_path, vision_only=True, device=device, dtype=dtype)
     except (FileNotFoundError, ValueError) as err:  # no frames yet, an unknown model, no --model-path
         raise UserError(str(err)) from err
     features, cls = extract_teacher(adapter, frames)
     path = write_teacher_file(config.scene, adapter.teacher_name, features, cls)
-    print(f"{path}: features {list(features.shape)}" + (f", cls {list(cls.shape)}" if cls is not None else ""))
+    where = adapter.placement()
+    print(f"{path}: features {list(features.shape)}" + (f", cls {list(cls.shape)}" if cls is not None else "")
+          + f" ({where['device']}, {where['dtype']})")
     return 0
 
 
@@ -108,10 +113,15 @@ class RunConfig:
     answerer's reply (no VLM), scored beside the others."""
     prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")
     """Prompt modes: chain of thought and direct output, verbatim as VLM4D."""
-    model: Model = "tiny"
+    model: ModelName = "tiny"
     """VLM to ask; `tiny` is a seeded random model that runs offline (its answers are noise)."""
     model_path: str | None = None
     """Local checkpoint directory (or hub id, if online) for the real models."""
+    device: str = "auto"
+    """Where the model runs, and the fitted scenes render: auto (the GPU when there is one), cpu, cuda, cuda:N.
+    Recorded in every result (`generation.placement`)."""
+    dtype: DtypeName = "auto"
+    """Weights' dtype: auto = bfloat16 on CUDA, float32 on the CPU."""
     n_frames: int = 8
     """Frames sampled per video, np.linspace(0, N-1, n) rounded, as VLM4D."""
     max_new_tokens_cot: int = 512
@@ -122,15 +132,16 @@ class RunConfig:
 
 @expected_errors("vqa run")
 def run(config: RunConfig) -> int:
-    from vqa_bridge.adapters import Generation, load_adapter
+    from vqa_bridge.adapters import Generation, load_adapter, resolve_placement
     from vqa_bridge.evaluate import run_vlm4d
 
+    device, dtype = resolve_placement(config.device, config.dtype)
     try:
-        adapter = load_adapter(config.model, config.model_path)
+        adapter = load_adapter(config.model, config.model_path, device=device, dtype=dtype)
         outcome = run_vlm4d(config.qa, config.scenes, config.out, adapter, config.model, config.modalities,
                             config.prompt, config.n_frames,
                             Generation(config.max_new_tokens_cot, config.max_new_tokens_do),
-                            log=lambda m: print(m, file=sys.stderr))
+                            log=lambda m: print(m, file=sys.stderr), render_device=str(device))
     except (FileNotFoundError, ValueError) as err:  # a missing or malformed question file, a model that cannot load
         raise UserError(str(err)) from err
     print(outcome.summary)

@@ -66,6 +66,10 @@ def cpu_threads(method):
     return wrapper
 
 
+def describe_placement(param: Tensor) -> dict[str, str]:
+    return {"device": str(param.device), "dtype": str(param.dtype).removeprefix("torch.")}
+
+
 class VisionLanguageAdapter(ABC):
     """Frames are float tensors [T, H, W, 3] in [0, 1] at any size; adapters resize them."""
 
@@ -75,6 +79,8 @@ class VisionLanguageAdapter(ABC):
     clip_frames: int | None = None
     #: torch CPU threads for this model's calls (see ``cpu_threads``); None keeps torch's default.
     threads: int | None = None
+    #: the wrapped torch model; its weights' device is where every input is built.
+    model: torch.nn.Module
 
     @abstractmethod
     def extract_tokens(self, frames: Tensor) -> VisionTokens:
@@ -95,6 +101,10 @@ class VisionLanguageAdapter(ABC):
     @abstractmethod
     def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
         """Decoded answer text with the vision encoder's output replaced by ``tokens``."""
+
+    def placement(self) -> dict[str, str]:
+        """Device and dtype of the model's weights, recorded beside every answer (bf16 and float32 answer differently)."""
+        return describe_placement(next(self.model.parameters()))
 
     def run_settings(self) -> dict:
         """How this adapter runs its model beyond ``Generation`` (e.g. checkpoint decoding overrides), for the record."""

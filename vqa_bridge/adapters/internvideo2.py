@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from vqa_bridge.adapters.base import VisionLanguageAdapter, VisionTokens, cpu_threads
+from vqa_bridge.adapters.base import VisionLanguageAdapter, VisionTokens, cpu_threads, describe_placement
 from vqa_bridge.adapters.hf_native import GREEDY, make_greedy, placement
 from vqa_bridge.adapters.internvideo2_compat import CHECKPOINT_KEY_MAPPING, build_skeleton, remote_model_class
 
@@ -79,6 +79,10 @@ class InternVideo2Adapter(VisionLanguageAdapter):
 
     def _vision_param(self) -> Tensor:
         return next(self.model.vision_encoder.parameters())
+
+    def placement(self) -> dict[str, str]:
+        """The vision encoder's: a ``vision_only`` model's LLM stays on the meta device."""
+        return describe_placement(self._vision_param())
 
     def _video(self, frames: Tensor) -> Tensor:
         """[T,H,W,3] in [0,1] -> [1, T, 3, S, S] normalised on the encoder's device, the layout ``pad_text_embeds`` takes."""

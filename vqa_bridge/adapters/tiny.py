@@ -24,6 +24,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import (PreTrainedTokenizerFast, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
                           Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
 
+from vqa_bridge.adapters.hf_native import placement
 from vqa_bridge.adapters.qwen import QwenVLAdapter
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -81,14 +82,20 @@ def tiny_processor(tokenizer: PreTrainedTokenizerFast) -> Qwen2_5_VLProcessor:
                                video_processor=Qwen2VLVideoProcessor(**sizes), chat_template=CHAT_TEMPLATE)
 
 
-def tiny_adapter(seed: int = 0) -> QwenVLAdapter:
-    """The tiny model behind ``--model tiny``; float32, eager attention, one CPU thread, same for a given seed."""
+def tiny_adapter(seed: int = 0, device: str | torch.device | None = None,
+                 dtype: torch.dtype | None = None) -> QwenVLAdapter:
+    """The tiny model behind ``--model tiny``, the same for a given seed; eager attention.
+
+    Placed like the real models (``placement``: CUDA in bf16 when there is a GPU), so the
+    tiny model exercises the device path the 7B one takes; on the CPU one torch thread.
+    """
+    device, dtype = placement(device, dtype)
     tokenizer = byte_tokenizer()
     config = tiny_qwen_config(tokenizer)
     config._attn_implementation = "eager"
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen2_5_VLForConditionalGeneration(config)
-    adapter = QwenVLAdapter(model.float(), tiny_processor(tokenizer), teacher_name="tiny")
-    adapter.threads = 1
+    adapter = QwenVLAdapter(model.to(device, dtype), tiny_processor(tokenizer), teacher_name="tiny")
+    adapter.threads = 1 if device.type == "cpu" else None
     return adapter

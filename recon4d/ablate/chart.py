@@ -7,6 +7,11 @@ Why beside the reference: the point of the ablation is to compare with Feature4X
 VLM4D DAVIS result (InternVideo2; DESIGN.md), so every row carries the published
 number for the same cell. The accuracies and intervals come from
 ``vqa_bridge.report.summary_rows`` so this table and ``summary.md`` never disagree.
+
+Why the covered share: the rendered modalities are only as good as what their camera
+shows, so the rows of the two that look through the global camera carry the share of
+the frame its content covers (mean over the cell's scenes), and a per-scene list
+gives each scene's FoV and coverage.
 """
 
 from __future__ import annotations
@@ -24,11 +29,17 @@ REFERENCE = {("cot", "raw"): 36.0, ("cot", "global-video"): 32.7, ("cot", "featu
              ("do", "raw"): 24.3, ("do", "global-video"): 23.8, ("do", "feature-field"): 29.0}
 MODALITY_ORDER = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
 MODE_ORDER = ("cot", "do")
-COLUMNS = ("prompt_mode", "modality", "n", "accuracy_pct", "ci_low_pct", "ci_high_pct", "reference_pct")
+COLUMNS = ("prompt_mode", "modality", "n", "accuracy_pct", "ci_low_pct", "ci_high_pct", "reference_pct",
+           "coverage_pct")
+GLOBAL_VIEW = ("global-video", "feature-field")  # the modalities rendered through the global camera
 
 
-def ablation_rows(records: list[dict]) -> list[dict]:
-    """One row per (prompt mode, modality) answered, in the reference table's order."""
+def ablation_rows(records: list[dict], views: dict[str, dict] | None = None) -> list[dict]:
+    """One row per (prompt mode, modality) answered, in the reference table's order.
+
+    ``views``: the global render's summary per scene; the global-view rows get ``coverage_pct``,
+    the mean covered share over the scenes their questions are on.
+    """
     from vqa_bridge.report import summary_rows
 
     cells = {(r["prompt_mode"], r["modality"]): r for r in summary_rows(records) if r["question_type"] == "all"}
@@ -39,17 +50,39 @@ def ablation_rows(records: list[dict]) -> list[dict]:
         rows.append({"prompt_mode": mode, "modality": modality, "n": r["n"],
                      "accuracy_pct": round(100 * r["accuracy"], 1), "ci_low_pct": round(100 * r["ci_low"], 1),
                      "ci_high_pct": round(100 * r["ci_high"], 1),
-                     "reference_pct": REFERENCE.get((mode, modality))})
+                     "reference_pct": REFERENCE.get((mode, modality)),
+                     "coverage_pct": _coverage(records, mode, modality, views or {})})
     return rows
 
 
-def markdown(rows: list[dict], header: str) -> str:
-    lines = [header, "", "| prompt | modality | n | accuracy % | 95% CI | Feature4X (InternVideo2, DAVIS) % |",
-             "|---|---|---:|---:|---|---:|"]
-    lines += [f"| {r['prompt_mode']} | {r['modality']} | {r['n']} | {r['accuracy_pct']:.1f} | "
-              f"{r['ci_low_pct']:.1f}–{r['ci_high_pct']:.1f} | "
-              f"{'' if r['reference_pct'] is None else format(r['reference_pct'], '.1f')} |" for r in rows]
+def _coverage(records: list[dict], mode: str, modality: str, views: dict[str, dict]) -> float | None:
+    if modality not in GLOBAL_VIEW:
+        return None
+    scenes = {r["scene"] for r in records if (r["prompt_mode"], r["modality"]) == (mode, modality)}
+    shares = [views[s]["coverage"] for s in scenes if "coverage" in views.get(s, {})]
+    return round(100 * sum(shares) / len(shares), 1) if shares else None
+
+
+def views_markdown(views: dict[str, dict]) -> str:
+    """Per scene: the global camera's horizontal FoV and the share of the frame its content covers."""
+    lines = ["### global view: FoV and share of the frame covered (alpha > 0.5)", "",
+             "| scene | FoV deg | covered % (mean) | covered % (worst frame) |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {v['fov_deg']:.1f} | {100 * v['coverage']:.1f} | {100 * v['coverage_min']:.1f} |"
+              for name, v in sorted(views.items()) if "coverage" in v]
     return "\n".join(lines) + "\n"
+
+
+def markdown(rows: list[dict], header: str) -> str:
+    columns = "| prompt | modality | n | accuracy % | 95% CI | Feature4X (InternVideo2, DAVIS) % | frame covered % |"
+    lines = [header, "", columns, "|---|---|---:|---:|---|---:|---:|"]
+    lines += [f"| {r['prompt_mode']} | {r['modality']} | {r['n']} | {r['accuracy_pct']:.1f} | "
+              f"{r['ci_low_pct']:.1f}–{r['ci_high_pct']:.1f} | {_cell(r['reference_pct'])} | "
+              f"{_cell(r['coverage_pct'])} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else format(value, ".1f")
 
 
 def by_type_markdown(records: list[dict]) -> str:
@@ -108,11 +141,14 @@ def bar_chart(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
-def write_ablation(folder: Path, records: list[dict], header: str) -> dict[str, Path]:
-    """``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``folder`` (beside results.jsonl)."""
-    rows = ablation_rows(records)
+def write_ablation(folder: Path, records: list[dict], header: str,
+                   views: dict[str, dict] | None = None) -> dict[str, Path]:
+    """``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``folder`` (beside results.jsonl);
+    ``views``: the global render's summary per scene (FoV, covered share)."""
+    rows = ablation_rows(records, views)
     folder = Path(folder)
-    write_text(folder / "ablation.md", markdown(rows, header) + "\n" + by_type_markdown(records))
+    write_text(folder / "ablation.md", markdown(rows, header) + "\n" + by_type_markdown(records)
+               + ("\n" + views_markdown(views) if views else ""))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS)
     writer.writeheader()

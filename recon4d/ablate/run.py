@@ -29,6 +29,10 @@ class AblationPlan:
     batch: BatchOptions
     model: str = "tiny"
     model_path: str | None = None
+    device: str = "auto"
+    """Where the VLM runs and the scenes render (auto, cpu, cuda, cuda:N); the fits' workers pick their own."""
+    dtype: str = "auto"
+    """The VLM's weights: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16, float16."""
     modalities: tuple[str, ...] = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
     prompt_modes: tuple[str, ...] = ("cot", "do")
     n_frames: int = 8
@@ -62,12 +66,16 @@ def scene_specs(plan: AblationPlan) -> list[SceneSpec]:
     return specs
 
 
-def render_global(scene_dirs: list[Path], log) -> None:
-    """The global-view video of every fitted scene (``run_render`` itself skips up-to-date outputs)."""
+def render_global(scene_dirs: list[Path], log, device: str = "auto") -> dict[str, dict]:
+    """The global-view video of every fitted scene (``run_render`` itself skips up-to-date outputs);
+    returns each scene's render summary (its FoV and the share of the frame its content covers)."""
     from recon4d.render.video import RenderJob, run_render
 
+    views = {}
     for scene in scene_dirs:
-        run_render(RenderJob(scene=scene, path="global"), log=lambda m: log(f"{scene.name}: {m}"))
+        views[scene.name] = run_render(RenderJob(scene=scene, path="global", device=device),
+                                       log=lambda m, name=scene.name: log(f"{name}: {m}"))
+    return views
 
 
 def questions_on(plan: AblationPlan, fitted: list[str]) -> Path:
@@ -96,7 +104,7 @@ def unanswered(plan: AblationPlan, qa: Path) -> int:
 
 def evaluate(plan: AblationPlan, qa: Path) -> None:
     """VLM4D over every modality x prompt mode; loads the VLM only when something is left to answer."""
-    from vqa_bridge.adapters import Generation, load_adapter
+    from vqa_bridge.adapters import Generation, load_adapter, resolve_placement
     from vqa_bridge.evaluate import run_vlm4d
 
     left = unanswered(plan, qa)
@@ -104,9 +112,13 @@ def evaluate(plan: AblationPlan, qa: Path) -> None:
         plan.log("ablate: evaluation complete in results.jsonl, skipped")
         return
     plan.log(f"ablate: {left} answers to compute with {plan.model}")
-    adapter = load_adapter(plan.model, plan.model_path)
+    device, dtype = resolve_placement(plan.device, plan.dtype)
+    adapter = load_adapter(plan.model, plan.model_path, device=device, dtype=dtype)
+    where = adapter.placement()
+    plan.log(f"ablate: {plan.model} on {where['device']} in {where['dtype']}")
     outcome = run_vlm4d(qa, plan.out / "scenes", plan.out / "vqa", adapter, plan.model, plan.modalities,
-                        plan.prompt_modes, plan.n_frames, Generation(*plan.max_new_tokens), log=plan.log)
+                        plan.prompt_modes, plan.n_frames, Generation(*plan.max_new_tokens), log=plan.log,
+                        render_device=str(device))
     plan.log(f"ablate: answered {outcome.answered}, problems {len(outcome.problems)}")
 
 
@@ -123,11 +135,13 @@ def run_ablation(plan: AblationPlan) -> dict[str, Path]:
     failed = sorted(s.name for s in specs if manifest.scenes[s.name].status != "done")
     if failed:
         plan.log(f"ablate: not fitted (see {manifest.path}): {', '.join(failed)}; their questions are skipped")
-    render_global(fitted, plan.log)
+    views = render_global(fitted, plan.log, plan.device)
     evaluate(plan, questions_on(plan, [p.name for p in fitted]))
     records = ResultLog(plan.out / "vqa").records
     if not records:
         raise RuntimeError(f"no question was answered; see the messages above and {plan.out / 'vqa'}")
-    header = (f"# VLM4D ablation: {plan.model}, {len(fitted)} scenes fitted"
+    where = sorted({f"{p['device']}, {p['dtype']}" for r in records if (p := r["generation"].get("placement"))})
+    header = (f"# VLM4D ablation: {plan.model}" + (f" ({'; '.join(where)})" if where else "")
+              + f", {len(fitted)} scenes fitted"
               + (f", {len(failed)} not fitted" if failed else "") + f" ({plan.qa.name})")
-    return write_ablation(plan.out / "vqa", records, header)
+    return write_ablation(plan.out / "vqa", records, header, views)

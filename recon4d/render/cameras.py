@@ -1,10 +1,18 @@
 """Camera paths for rendering a fitted scene: input, global, orbit, birdseye, fixed.
 
 All paths are built from the scene's own cameras and geometry, so they work on any
-fitted folder. The "global view" follows ../shared/DESIGN.md exactly: render frame
-T//2, read the expected depth d at its centre pixel, put one camera ``back``·d behind
-and ``up``·d above that frame's camera, looking at the point at depth d on its
-optical axis, horizontal FoV 70°, used for every timestep.
+fitted folder. The global view is placed as ../shared/DESIGN.md (Feature4X) places it:
+render frame T//2, read the expected depth d at its centre pixel, put one camera
+``back``·d behind and ``up``·d above that frame's camera, looking at the point at depth
+d on its optical axis, used for every timestep (``global_camera``).
+
+Its field of view is where the default departs from Feature4X. Feature4X uses 70°;
+a DAVIS clip is filmed at about 30°, so from that spot the reconstruction (which
+only holds what the input camera saw) fills about a quarter of a 70° frame, the
+rest black, and that is what the ``global-video`` VLM would be shown. By default
+(``global_framing="fill"``) the FoV narrows, from the same position and direction,
+until the rendered content fills the frame (``fill_fov``); ``"feature4x"`` keeps
+the 70° frame.
 
 "Above" needs an up direction. Synthetic scenes know gravity (their priors record
 ``world_up``); a solved monocular camera does not, and there "above" means the
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -100,7 +109,7 @@ def centre_depth(scene: DynamicScene, data: SceneData, frame: int) -> float:
 def global_camera(scene: DynamicScene, data: SceneData, fov_deg: float = 70.0, back: float = 0.5,
                   up: float = 0.2, frame: int | None = None, depth: float | None = None,
                   up_vector: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """DESIGN.md's global view -> (viewmat [4,4], K [3,3]) at the scene's working resolution.
+    """DESIGN.md's (Feature4X's) global view -> (viewmat [4,4], K [3,3]) at the scene's working resolution.
 
     ``frame`` defaults to T//2; ``depth`` (d) defaults to the rendered centre depth of that
     frame; ``up_vector`` defaults to :func:`up_direction`.
@@ -115,12 +124,59 @@ def global_camera(scene: DynamicScene, data: SceneData, fov_deg: float = 70.0, b
     return look_at(new_eye, target, up_dir), intrinsics(fov_deg, data.width, data.height)
 
 
+# Frames the fill framing probes (evenly over the clip): the camera is the scene's, whichever frames are rendered.
+FILL_PROBES = 5
+# The narrowest FoV the fill framing goes to, as a share of tan(fov/2) of the widest: never a zoom onto a few pixels.
+FILL_MIN_SCALE = 0.1
+
+
+def coverage(alpha: Tensor) -> float:
+    """Share of pixels with rendered content (alpha > 0.5); what the global view's framing is judged by."""
+    return float((alpha > 0.5).float().mean())
+
+
+@torch.no_grad()
+def fill_fov(scene: DynamicScene, data: SceneData, view: Tensor, max_fov_deg: float = 70.0,
+             target: float = 0.97) -> float:
+    """The widest horizontal FoV (at most ``max_fov_deg``) at which ``view`` sees content over ``target`` of the frame.
+
+    Narrowing the FoV of a camera that stays put crops its image about the centre, so one
+    render at ``max_fov_deg`` (alpha at ``FILL_PROBES`` frames spread over the clip, since
+    objects move) gives the coverage of every narrower FoV: the centred crop whose half-size
+    is the share ``s`` of the frame's holds the pixels whose larger normalised distance
+    from the centre (x over W/2, y over H/2) is at most ``s``. The answer is the largest such
+    ``s`` still covered to ``target``, as a FoV.
+    """
+    device = scene.static.means.device
+    W, H = data.width, data.height
+    K = intrinsics(max_fov_deg, W, H)
+    times = sorted({round(t) for t in torch.linspace(0, data.frames - 1, FILL_PROBES).tolist()})
+    covered = torch.zeros(H, W)
+    for t in times:
+        out = rasterize(*scene.at(t).as_args(), view[None].to(device), K[None].to(device), W, H)
+        covered += (out.alpha[0, ..., 0] > 0.5).float().cpu()
+    covered /= len(times)
+    ys = ((torch.arange(H) + 0.5 - H / 2).abs() / (H / 2))[:, None]
+    xs = ((torch.arange(W) + 0.5 - W / 2).abs() / (W / 2))[None, :]
+    ring, order = torch.maximum(ys, xs).flatten().sort()
+    share = covered.flatten()[order].cumsum(0) / torch.arange(1, H * W + 1)
+    ok = (share >= target) & (ring >= FILL_MIN_SCALE)
+    scale = float(ring[ok].max()) if ok.any() else FILL_MIN_SCALE
+    return math.degrees(2 * math.atan(scale * math.tan(math.radians(max_fov_deg) / 2)))
+
+
 @dataclass
 class PathOptions:
     """Parameters of the camera paths (all overridable from the CLI)."""
 
     fov_deg: float = 70.0
-    """Horizontal FoV of the global, orbit and birdseye cameras."""
+    """Horizontal FoV of the orbit and birdseye cameras, and of the global one with `global-framing feature4x`
+    (with `fill`, its widest)."""
+    global_framing: Literal["fill", "feature4x"] = "fill"
+    """Global view: `fill` narrows the FoV (same position and direction) until the rendered content covers
+    `fill-target` of the frame; `feature4x` keeps `fov-deg` as Feature4X does (the content may fill a corner)."""
+    fill_target: float = 0.97
+    """Global view with `fill`: share of the frame (pixels with alpha > 0.5, over frames across the clip) to cover."""
     back: float = 0.5
     """Global view: distance behind the middle frame's camera, in units of its centre depth d."""
     up: float = 0.2
@@ -147,6 +203,10 @@ def camera_path(kind: str, scene: DynamicScene, data: SceneData, times: list[int
         return CameraPath(data.viewmats[ref].expand(n, 4, 4).clone(), data.K.expand(n, 3, 3).clone(), times, W, H)
     if kind == "global":
         view, K = global_camera(scene, data, opts.fov_deg, opts.back, opts.up, ref)
+        if opts.global_framing == "fill":
+            K = intrinsics(fill_fov(scene, data, view, opts.fov_deg, opts.fill_target), W, H)
+        elif opts.global_framing != "feature4x":
+            raise ValueError(f"unknown global framing {opts.global_framing!r}; choose fill or feature4x")
         return CameraPath(view.expand(n, 4, 4).clone(), K.expand(n, 3, 3).clone(), times, W, H)
     if kind not in ("orbit", "birdseye"):
         raise ValueError(f"unknown camera path {kind!r}; choose one of {', '.join(PATHS)}")

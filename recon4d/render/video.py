@@ -5,7 +5,9 @@ Writes ``<scene>/renders/<path>/``:
   features.safetensors  latent [N,H,W,L], depth/alpha [N,H,W], frames [N], viewmats, Ks and,
                         per ``decode`` teacher, ``decoded.<name>`` [N,h,w,C] at that teacher's
                         token grid (what the VQA bridge consumes, e.g. [8,16,16,1408])
-  cameras.json          the cameras used, per rendered frame
+  cameras.json          the cameras used, per rendered frame; its summary holds the horizontal FoV and
+                        the covered fraction (share of pixels with alpha > 0.5: mean and worst frame),
+                        which says whether a view shows the scene or mostly empty space
 
 Why frame by frame into ``.partial/``: a long render on a CPU can be killed; each finished
 frame is kept (atomically) under a key of the job's settings and the model file, so a
@@ -18,11 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -34,7 +36,7 @@ from recon4d.fit.preview import colorize_depth, feature_pca
 from recon4d.fit.teachers import to_grid
 from recon4d.io.atomic import atomic_path, write_json
 from recon4d.io.video import write_video
-from recon4d.render.cameras import CameraPath, PathOptions, camera_path
+from recon4d.render.cameras import CameraPath, PathOptions, camera_path, coverage
 from recon4d.render.fitted import FittedScene, load_fitted
 from recon4d.render.rasterize import rasterize
 from recon4d.scene.model import LATENT_START, RGB
@@ -57,8 +59,8 @@ class RenderJob:
     """Output folder (default <scene>/renders/<path>)."""
     force: bool = False
     """Render again even when the outputs exist."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """auto (CUDA when available, gsplat backend), cpu, cuda."""
+    device: str = "auto"
+    """auto (CUDA when available, gsplat backend), cpu, cuda, cuda:N."""
 
 
 def parse_frames(spec: str, count: int) -> list[int]:
@@ -81,6 +83,10 @@ def parse_frames(spec: str, count: int) -> list[int]:
 
 def _even(x: float) -> int:
     return max(2, int(round(x / 2)) * 2)
+
+
+def horizontal_fov(K: torch.Tensor, width: int) -> float:
+    return math.degrees(2 * math.atan(width / 2 / float(K[0, 0])))
 
 
 def _job_key(job: RenderJob, fitted: FittedScene, cams: CameraPath) -> str:
@@ -151,8 +157,10 @@ def run_render(job: RenderJob, log=print) -> dict:
 
     frames = [load_file(str(partial / f"{i:05d}.safetensors")) for i in range(len(times))]
     stack = {k: torch.stack([f[k] for f in frames]) for k in frames[0]}
-    summary = {"out": str(out_dir), "path": job.path, "frames": len(times),
-               "width": cams.width, "height": cams.height}
+    covered = [coverage(a) for a in stack["alpha"]]
+    summary = {"out": str(out_dir), "path": job.path, "frames": len(times), "width": cams.width,
+               "height": cams.height, "fov_deg": horizontal_fov(cams.Ks[0], cams.width),
+               "coverage": sum(covered) / len(covered), "coverage_min": min(covered)}
     if job.path == "input" and job.scale == 1.0:
         scores = [float(psnr(stack["rgb"][i], data.images[t])) for i, t in enumerate(times)]
         summary["psnr"] = sum(scores) / len(scores)

@@ -280,3 +280,21 @@ def test_depth_anything_runs_on_the_gpu(tmp_path, monkeypatch):
         gpu, _ = provider.estimate(frames, progress=False)
     assert is_fake_cuda(next(loaded[0][1].parameters()))  # the model ran on the GPU
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-6)
+
+
+def test_a_gpu_checkpoint_resumes_on_a_cpu_machine(fitted_left_scene, tmp_path):
+    """A fit checkpointed on a GPU continues on a laptop (the checkpoint is read to the CPU) and ends where
+    the same fit run on the CPU throughout ends."""
+    from recon4d.fit.trainer import fit_scene
+
+    _, scene = fitted_left_scene
+    data = load_scene_data(scene)
+    data.teachers = {}
+    with fake_cuda():
+        part = fit_scene(data, _two_steps_config(), tmp_path / "moved", log=lambda _: None, stop_after="joint")
+        assert part.stage == "cameras" and part.device.type == "cuda"
+    resumed = fit_scene(data, _two_steps_config(backend="cpu"), tmp_path / "moved", resume=True, log=lambda _: None)
+    whole = fit_scene(data, _two_steps_config(backend="cpu"), tmp_path / "cpu", log=lambda _: None)
+    assert resumed.stage == whole.stage == "done" and resumed.device.type == "cpu"
+    for (name, a), (_, b) in zip(whole.scene.named_parameters(), resumed.scene.named_parameters(), strict=True):
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-5, atol=1e-6, msg=name)

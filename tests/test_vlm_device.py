@@ -120,3 +120,14 @@ def test_every_command_offers_the_adapters_models():
         assert typing.get_args(typing.get_type_hints(cls)["model"]) == MODELS, cls
     literal, none = typing.get_args(typing.get_type_hints(BatchCommand)["vlm"])
     assert typing.get_args(literal) == MODELS and none is type(None)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_ablate_refuses_a_missing_gpu_before_fitting(tmp_path, capsys):
+    from recon4d.commands import ablate
+
+    qa = tmp_path / "qa.json"
+    qa.write_text("[]")
+    out = tmp_path / "out"
+    assert ablate.main(["--qa", str(qa), "--videos", str(tmp_path), "--out", str(out), "--device", "cuda"]) == 2
+    assert "--device cuda" in capsys.readouterr().err and not out.exists()

@@ -65,6 +65,7 @@ def main(argv: list[str]) -> int:
     from recon4d.ablate.run import AblationPlan, run_ablation
     from recon4d.batch.runner import BatchOptions
     from recon4d.fit.presets import resolve_preset
+    from vqa_bridge.adapters import resolve_placement
 
     missing = [o for o in ("--qa", "--videos") if not option_value(argv, o, "")]
     if missing and not {"-h", "--help"} & set(argv):
@@ -77,6 +78,7 @@ def main(argv: list[str]) -> int:
                    default=dataclasses.replace(AblateCommand(qa=Path("."), videos=Path("."), config=base)))
     if not cmd.qa.is_file() or not cmd.videos.is_dir():
         raise UserError(f"--qa must be a question file and --videos a folder ({cmd.qa}, {cmd.videos})")
+    resolve_placement(cmd.device, cmd.dtype)  # a --device this machine lacks fails now, not after the fits
     batch = BatchOptions(out=cmd.out / "scenes", config=cmd.config, priors=cmd.priors, retries=cmd.retries,
                          gpus_per_scene=cmd.gpus_per_scene, cpus_per_scene=cmd.cpus_per_scene,
                          ray_address=cmd.ray_address, num_cpus=cmd.num_cpus, prior_options=cmd.priors_options)

@@ -57,6 +57,9 @@ def test_a_fit_on_a_gpu_keeps_every_tensor_there_and_equals_the_cpu_fit(fitted_l
         assert all(is_fake_cuda(p) for p in gpu.scene.parameters())
         assert all(is_fake_cuda(b) for b in gpu.scene.buffers())
     assert gsplat_standin.calls, "CUDA tensors are rasterized by gsplat"
+    assert max(c["channels"] for c in gsplat_standin.calls) == 4 + 32 + 1  # the features stage: latents + depth
+    assert all(c["channels"] <= c["chunk"] for c in gsplat_standin.calls)  # each render one gsplat pass
+    assert min(c["channels"] for c in gsplat_standin.calls) == 4 + 1  # no latents where none is rendered
     assert gpu.n_gaussians() != n_init  # the forced refinement grew and pruned
     assert gpu.n_gaussians() == cpu.n_gaussians()
     for (name, a), (_, b) in zip(cpu.scene.named_parameters(), gpu.scene.named_parameters(), strict=True):

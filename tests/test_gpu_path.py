@@ -301,3 +301,14 @@ def test_a_gpu_checkpoint_resumes_on_a_cpu_machine(fitted_left_scene, tmp_path):
     assert resumed.stage == whole.stage == "done" and resumed.device.type == "cpu"
     for (name, a), (_, b) in zip(whole.scene.named_parameters(), resumed.scene.named_parameters(), strict=True):
         torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
+def test_the_gpu_check_says_it_needs_a_gpu(tmp_path):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(["bash", str(repo / "scripts" / "gpu_check.sh"), str(tmp_path / "out")],
+                          capture_output=True, text=True, env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

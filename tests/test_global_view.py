@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from recon4d.render.cameras import (PathOptions, camera_centre, camera_path, centre_depth, coverage, fill_fov,
-                                    global_camera, intrinsics, up_direction)
+                                    global_camera, intrinsics, look_at, up_direction)
 from recon4d.render.fitted import load_fitted
 from recon4d.render.video import RenderJob, horizontal_fov, render_frame, run_render
 
@@ -81,3 +81,11 @@ def test_fill_fov_is_the_widest_that_stays_covered(fitted):
     assert sum(_coverages(fitted, widened)) / 3 < 0.95
     # Already covered at the widest FoV: kept as it is.
     assert fill_fov(fitted.scene, data, view, fov, target=0.97) == pytest.approx(fov, rel=0.02)
+
+
+def test_fill_does_not_zoom_into_empty_space(fitted):
+    """Turned away from the scene nothing is in view at any FoV: the widest is kept, not narrowed to nothing."""
+    view, _ = global_camera(fitted.scene, fitted.data)
+    eye = camera_centre(view)
+    away = look_at(eye, eye - view[2, :3], -view[1, :3])
+    assert fill_fov(fitted.scene, fitted.data, away, 70.0) == 70.0

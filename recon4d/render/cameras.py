@@ -149,18 +149,22 @@ def fill_fov(scene: DynamicScene, data: SceneData, view: Tensor, max_fov_deg: fl
     of the frame's holds the pixels whose larger normalised distance from the centre (x over
     W/2, y over H/2) is at most ``s``. The largest ``s`` still covered to ``target`` gives the
     next FoV; the next probe renders at that FoV, until one finds its whole frame covered.
+    Where not even the central crop is covered, narrowing would only zoom into empty space,
+    so the FoV reached so far is kept.
     """
     fov = max_fov_deg
     for _ in range(FILL_PASSES):
         scale = _covered_scale(scene, data, view, fov, target)
-        if scale >= 0.99:
+        if scale is None or scale >= 0.99:
             break
         fov = math.degrees(2 * math.atan(scale * math.tan(math.radians(fov) / 2)))
     return fov
 
 
-def _covered_scale(scene: DynamicScene, data: SceneData, view: Tensor, fov_deg: float, target: float) -> float:
-    """The largest centred crop (share of the frame's half-size) of ``view`` at ``fov_deg`` covered to ``target``."""
+def _covered_scale(scene: DynamicScene, data: SceneData, view: Tensor, fov_deg: float,
+                   target: float) -> float | None:
+    """The largest centred crop (share of the frame's half-size, at least ``FILL_MIN_SCALE``) of ``view`` at
+    ``fov_deg`` covered to ``target``; None when there is none."""
     device = scene.static.means.device
     W, H = data.width, data.height
     K = intrinsics(fov_deg, W, H)
@@ -175,7 +179,7 @@ def _covered_scale(scene: DynamicScene, data: SceneData, view: Tensor, fov_deg: 
     ring, order = torch.maximum(ys, xs).flatten().sort()
     share = covered.flatten()[order].cumsum(0) / torch.arange(1, H * W + 1)
     ok = (share >= target) & (ring >= FILL_MIN_SCALE)
-    return float(ring[ok].max()) if ok.any() else FILL_MIN_SCALE
+    return float(ring[ok].max()) if ok.any() else None
 
 
 @dataclass

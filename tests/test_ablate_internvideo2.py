@@ -71,10 +71,10 @@ def _records(out: Path) -> list[dict]:
 
 
 def test_ablate_with_the_real_internvideo2_code_on_cpu_then_gpu(inputs, tmp_path, monkeypatch):
+    import vqa_bridge.adapters.internvideo2 as iv2
     from tests import gsplat_standin
     from tests.fake_cuda import fake_cuda, is_fake_cuda
     from tests.test_vlm_device import record_inputs
-    import vqa_bridge.adapters.internvideo2 as iv2
 
     _, _, _, name = inputs
     out = tmp_path / "ablation"

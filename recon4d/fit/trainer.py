@@ -60,7 +60,7 @@ class StageSteps:
     """Steps per frame (the reference frame excluded) fitting its node transforms to its mask; 0 skips."""
     joint: int = 900
     cameras: int = 15
-    """Steps per frame (frame 0 excluded: it holds the world frame); 0 skips the stage."""
+    """Steps per frame (frame 0 included: the fitted Gaussians hold the world frame now); 0 skips the stage."""
     settle: int = 150
     """Joint steps after the cameras stage, so that the Gaussians sharpen on the aligned cameras."""
     features: int = 400
@@ -200,6 +200,8 @@ class Trainer:
         self.poses.to(self.device)
 
     def _setup_stage(self) -> None:
+        if self.stage == "cameras":  # the fitted Gaussians hold the world frame from here on: frame 0 may move too
+            self.poses.release_first()
         self._new_optimizer()
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
@@ -414,8 +416,8 @@ class Trainer:
             return 0
         if stage in ("cameras", "settle") and self.cfg.camera_lr == 0:  # the priors' cameras are kept: nothing to do
             return 0
-        if stage in ("cameras", "motion"):  # frame 0 holds the world frame; the reference frame the canonical space
-            return n * len(self._frames_in_turn(0 if stage == "cameras" else self.scene.reference_frame))
+        if stage in ("cameras", "motion"):  # per frame; the motion stage skips the reference frame (the canonical space)
+            return n * len(self._frames_in_turn(None if stage == "cameras" else self.scene.reference_frame))
         return n
 
     def run(self, stop_after: str | None = None) -> None:
@@ -463,7 +465,7 @@ class Trainer:
 
     def _step(self, n: int) -> None:
         if self.stage == "cameras":  # frames in turn, each from a fresh optimiser state (see _frame_in_turn)
-            t = self._frame_in_turn(self.cfg.steps.cameras, skip=0)
+            t = self._frame_in_turn(self.cfg.steps.cameras, skip=None)
         elif self.stage == "motion":
             t = self._frame_in_turn(self.cfg.steps.motion, skip=self.scene.reference_frame)
         else:
@@ -527,7 +529,7 @@ class Trainer:
         random.Random(f"{self.cfg.seed}/{self.stage}/{self.step // T}").shuffle(order)
         return order[self.step % T]
 
-    def _frame_in_turn(self, per_frame: int, skip: int) -> int:
+    def _frame_in_turn(self, per_frame: int, skip: int | None) -> int:
         """The frame a per-frame stage (``cameras``, ``motion``) works on at this step, every frame but
         ``skip`` in order; the optimiser state is reset when a new frame starts.
 
@@ -544,7 +546,7 @@ class Trainer:
             self.optimizer.state.clear()
         return self._frames_in_turn(skip)[self.step // per_frame]
 
-    def _frames_in_turn(self, skip: int) -> list[int]:
+    def _frames_in_turn(self, skip: int | None) -> list[int]:
         return [t for t in self.train_frames if t != skip]
 
     def _rollback(self, reason: str) -> None:

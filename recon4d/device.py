@@ -72,7 +72,8 @@ def gsplat_kernels():
         raise GpuSetupError(
             "gsplat's CUDA kernels are not built and cannot be built here: no CUDA toolkit (nvcc) was found. "
             f"Install the CUDA {torch.version.cuda or '13'} toolkit (its nvcc must match torch's CUDA build), "
-            "set CUDA_HOME, and run `recon4d build`; or pass --device cpu")
+            "set CUDA_HOME, and run `recon4d build`; or pass --device cpu (or --config.backend torch: slow, "
+            "on the GPU)")
     return backend._C
 
 

@@ -312,3 +312,20 @@ def test_the_gpu_check_says_it_needs_a_gpu(tmp_path):
     proc = subprocess.run(["bash", str(repo / "scripts" / "gpu_check.sh"), str(tmp_path / "out")],
                           capture_output=True, text=True, env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_pytorch_twin_renders_on_a_gpu_without_gsplat(monkeypatch):
+    """``backend="torch"`` is the fallback on a GPU whose gsplat kernels cannot be built: it runs there,
+    gradients included, and renders what it renders on the CPU."""
+    from recon4d.render import rasterize
+    from tests.test_rasterize import random_scene
+
+    scene = random_scene(300, 4)
+    cpu = rasterize(*scene, backend="torch")
+    with fake_cuda():
+        monkeypatch.setattr(gsplat_standin.cuda._backend, "_C", None)
+        gpu_scene = [t.cuda().requires_grad_(i < 5) if torch.is_tensor(t) else t for i, t in enumerate(scene)]
+        out = rasterize(*gpu_scene, backend="torch")
+        out.features.sum().backward()
+        assert is_fake_cuda(out.features) and is_fake_cuda(gpu_scene[0].grad)
+    torch.testing.assert_close(out.features.detach(), cpu.features, rtol=0, atol=0)

@@ -94,13 +94,13 @@ def ensure_teachers(job: FitJob, log) -> None:
 
 
 @torch.no_grad()
-def training_scores(scene, data) -> tuple[list[float], list[float]]:
+def training_scores(scene, data, backend: str = "auto") -> tuple[list[float], list[float]]:
     """PSNR and SSIM of every input-camera render against its frame (SSIM: 11-px Gaussian window,
     the usual evaluation setting, on the same map the loss uses)."""
     psnrs, ssims = [], []
     for t in range(data.frames):
         rgb = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width,
-                        data.height).features[0, ..., RGB].clamp(0, 1)
+                        data.height, backend=backend).features[0, ..., RGB].clamp(0, 1)
         psnrs.append(float(psnr(rgb, data.images[t])))
         pair = [x.permute(2, 0, 1)[None] for x in (rgb, data.images[t])]
         ssims.append(float(ssim(*pair, window=11).mean()))
@@ -141,10 +141,11 @@ def run_fit(job: FitJob) -> dict:
     scene = trainer.scene  # scored and previewed where it was fitted (the GPU's rasterizer on a GPU)
     with torch.no_grad():
         data = dataclasses.replace(trainer.data, viewmats=trainer.poses(trainer.data.viewmats))
-    psnrs, ssims = training_scores(scene, data)
+    psnrs, ssims = training_scores(scene, data, config.backend)
     mid = data.frames // 2
     with torch.no_grad():
-        out = rasterize(*scene.at(mid).as_args(), data.viewmats[mid:mid + 1], data.K[None], data.width, data.height)
+        out = rasterize(*scene.at(mid).as_args(), data.viewmats[mid:mid + 1], data.K[None], data.width, data.height,
+                        backend=config.backend)
     write_preview(job.scene_dir / "preview.png", *(x.cpu() for x in (
         data.images[mid], out.features[0, ..., RGB], out.depth[0, ..., 0], out.alpha[0, ..., 0],
         out.features[0, ..., LATENT_START:])))

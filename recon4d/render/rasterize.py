@@ -4,7 +4,8 @@ Backends, chosen by the tensors' device unless ``backend`` says otherwise:
 
 * ``gsplat`` – CUDA tensors; wraps ``gsplat.rasterization`` (render mode RGB+ED).
 * ``cpu``    – our tile-based C++/OpenMP kernel (``cuda_ext.rasterize``), compiled on first use.
-* ``torch``  – the pure-PyTorch twin of that kernel; slow, used for tests and as last resort.
+* ``torch``  – the pure-PyTorch twin of that kernel, on any device; slow, used for tests and as last
+  resort (on a GPU whose gsplat kernels cannot be built: ``--config.backend torch``).
 
 All three share gsplat's semantics (see ../shared/DESIGN.md), so a scene fitted on a
 GPU renders the same on a laptop.
@@ -39,8 +40,8 @@ def resolve_backend(backend: Backend, device: torch.device) -> str:
         return "cpu" if kernel_available() else "torch"
     if backend == "gsplat" and device.type != "cuda":
         raise ValueError("backend='gsplat' needs CUDA tensors; use backend='cpu' for CPU tensors")
-    if backend in ("cpu", "torch") and device.type != "cpu":
-        raise ValueError(f"backend={backend!r} needs CPU tensors; got tensors on {device}")
+    if backend == "cpu" and device.type != "cpu":
+        raise ValueError(f"backend='cpu' needs CPU tensors; got tensors on {device} (backend='torch' runs anywhere)")
     if backend not in ("gsplat", "cpu", "torch"):
         raise ValueError(f"backend must be one of auto, gsplat, cpu, torch; got {backend!r}")
     return backend

@@ -154,12 +154,13 @@ class FakeCuda(TorchFunctionMode):
             target, dtype, memory_format = torch.device("cpu"), None, torch.preserve_format
         else:
             rest = tuple(_as_host(a) for a in args[1:])
-            target, dtype, _, memory_format = torch._C._nn._parse_to(*rest, **kwargs)
-            if any(isinstance(a, Tensor) and is_fake_cuda(a) for a in args[1:]) or target is not None and not _is_cuda_device(kwargs.get("device", target)) \
-                    and _is_cuda_device(next((a for a in args[1:] if _is_device_like(a)), None)):
-                target = CUDA0
-            if "device" in kwargs and _is_cuda_device(kwargs["device"]):
-                target = CUDA0
+            target, dtype, _, memory_format = torch._C._nn._parse_to(
+                *rest, **{k: _as_host(v) for k, v in kwargs.items()})
+            wanted = next((a for a in (*args[1:], kwargs.get("device"))
+                           if isinstance(a, Tensor) or _is_device_like(a)), None)
+            if wanted is not None:  # where the caller asked for, not the host device _parse_to was handed
+                target = CUDA0 if is_fake_cuda(wanted) or (not isinstance(wanted, Tensor)
+                                                           and _is_cuda_device(wanted)) else torch.device("cpu")
         moved = src.to(dtype=dtype or src.dtype, memory_format=memory_format or torch.preserve_format, copy=copy)
         if target is None:  # a dtype change only: the tag stays
             return _tag(moved) if is_fake_cuda(src) else moved

@@ -20,7 +20,19 @@ region is. Against the annotation's foreground (every id > 0) it reports
   ``iou_prior``: for the dynamic mask the priors gave the fit, so that a low ``iou`` can be traced to
   the motion masks, the fit or the clustering.
 
+A DAVIS sequence folder's ``Annotations/`` reach the fit by default; a view of the sequences with
+their frames only keeps them out (the answers then come from the video alone, as on clips without
+masks):
+
+    mkdir -p /tmp/davis-frames && for d in ../shared/data/davis/*/; do [ -d $d/Annotations ] && \
+        mkdir -p /tmp/davis-frames/$(basename $d) && ln -s $d/JPEGImages /tmp/davis-frames/$(basename $d)/; done
+    .venv/bin/recon4d bench davis --quick --data /tmp/davis-frames --out /tmp/quick20
     .venv/bin/python scripts/instance_agreement.py --scenes /tmp/quick20 [--annotations ../shared/data/davis]
+
+Quick fits of the 16 masked sequences this way (16 frames at 240 px, no depth model): 38 objects, 17 of
+them mostly on the annotated object, 11 sequences with at least one; IoU 0.257 for the objects, 0.258
+for all dynamic Gaussians, 0.375 for the prior dynamic masks: the loss starts in the motion masks and
+the fit's coverage, not in the clustering.
 """
 
 from __future__ import annotations

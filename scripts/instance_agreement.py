@@ -24,7 +24,7 @@ A DAVIS sequence folder's ``Annotations/`` reach the fit by default; a view of t
 their frames only keeps them out (the answers then come from the video alone, as on clips without
 masks):
 
-    mkdir -p /tmp/davis-frames && for d in ../shared/data/davis/*/; do [ -d $d/Annotations ] && \
+    for d in $(realpath ../shared/data/davis/*/Annotations/..); do
         mkdir -p /tmp/davis-frames/$(basename $d) && ln -s $d/JPEGImages /tmp/davis-frames/$(basename $d)/; done
     .venv/bin/recon4d bench davis --quick --data /tmp/davis-frames --out /tmp/quick20
     .venv/bin/python scripts/instance_agreement.py --scenes /tmp/quick20 [--annotations ../shared/data/davis]

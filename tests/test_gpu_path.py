@@ -329,3 +329,12 @@ def test_the_pytorch_twin_renders_on_a_gpu_without_gsplat(monkeypatch):
         out.features.sum().backward()
         assert is_fake_cuda(out.features) and is_fake_cuda(gpu_scene[0].grad)
     torch.testing.assert_close(out.features.detach(), cpu.features, rtol=0, atol=0)
+
+
+def test_export_on_a_gpu_machine_writes_from_host_memory(fitted_left_scene, tmp_path):
+    from recon4d.commands import export as export_command
+
+    _, scene = fitted_left_scene
+    with fake_cuda():
+        assert export_command.main(["--scene", str(scene), "--out", str(tmp_path / "export"), "--frames", "0:2"]) == 0
+    assert (tmp_path / "export" / "static.ply").stat().st_size > 0

@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
 
     cmd = tyro.cli(ViewCommand, args=argv, prog="recon4d view")
     log_tracebacks_to(cmd.scene / "log.txt")
-    fitted = load_fitted(cmd.scene)
+    fitted = load_fitted(cmd.scene, device="cpu")  # the browser gets numpy arrays; rendering stays on the CPU
     try:
         serve(fitted, cmd.host, cmd.port, log=lambda msg: print(msg, flush=True))
     except KeyboardInterrupt:  # Ctrl-C is how a viewer is stopped

@@ -47,7 +47,7 @@ def dynamic_splats(scene: DynamicScene, t: int) -> Splats:
 
 
 def run_export(job: ExportJob, log=print) -> dict:
-    fitted = load_fitted(job.scene)
+    fitted = load_fitted(job.scene, device="cpu")  # PLY and JSON are written from host memory
     scene, data = fitted.scene, fitted.data
     out = Path(job.out) if job.out else fitted.folder / "export"
     times = parse_frames(job.frames, data.frames)

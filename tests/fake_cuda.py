@@ -117,6 +117,8 @@ class FakeCuda(TorchFunctionMode):
         if name in ("numpy", "__array__") and is_fake_cuda(args[0]):
             raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
                             "tensor to host memory first.")
+        if name == "_parse_to":  # reads arguments (Module.to's), creates nothing: the device must stay "cuda"
+            return func(*args, **kwargs)
         if "device" in kwargs and _is_cuda_device(kwargs["device"]):
             kwargs["device"] = "cpu"
             return tree_map(_tag, func(*args, **kwargs))
@@ -153,9 +155,7 @@ class FakeCuda(TorchFunctionMode):
         elif name == "cpu":
             target, dtype, memory_format = torch.device("cpu"), None, torch.preserve_format
         else:
-            rest = tuple(_as_host(a) for a in args[1:])
-            target, dtype, _, memory_format = torch._C._nn._parse_to(
-                *rest, **{k: _as_host(v) for k, v in kwargs.items()})
+            target, dtype, _, memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
             wanted = next((a for a in (*args[1:], kwargs.get("device"))
                            if isinstance(a, Tensor) or _is_device_like(a)), None)
             if wanted is not None:  # where the caller asked for, not the host device _parse_to was handed
@@ -172,13 +172,6 @@ class FakeCuda(TorchFunctionMode):
             self._sync("to(cpu)")
             return _untag(moved.clone() if moved is src else moved)
         return moved
-
-
-def _as_host(a: Any) -> Any:
-    """``_parse_to`` cannot parse a CUDA device on a CPU-only build; hand it the CPU instead."""
-    if _is_device_like(a) and not isinstance(a, Tensor) and _is_cuda_device(a):
-        return "cpu"
-    return a
 
 
 def _is_device_like(a: Any) -> bool:

@@ -228,6 +228,8 @@ def test_the_harness_catches_a_device_mix():
         with pytest.raises(TypeError):
             y.numpy()
         assert not is_fake_cuda(y.cpu())
+        layer = torch.nn.Linear(3, 2).to(device="cuda", dtype=torch.bfloat16)  # Module.to, keyword form
+        assert is_fake_cuda(layer.weight) and layer.weight.dtype == torch.bfloat16
 
 
 def test_a_refinement_can_keep_the_optimiser_state(fitted_left_scene, tmp_path):

@@ -89,3 +89,24 @@ def test_fill_does_not_zoom_into_empty_space(fitted):
     eye = camera_centre(view)
     away = look_at(eye, eye - view[2, :3], -view[1, :3])
     assert fill_fov(fitted.scene, fitted.data, away, 70.0) == 70.0
+
+
+def test_fill_turns_towards_content_when_the_centre_is_empty(fitted):
+    """Where the global camera's centre sees nothing (the input's centre saw sky), `fill` turns the camera,
+    from where it stands, towards what it sees, then narrows: the content fills the frame."""
+    from recon4d.render.cameras import _covered_scale, _covered_share, _rotate, aim_at_content
+
+    data, scene = fitted.data, fitted.scene
+    view, _ = global_camera(scene, data)
+    eye, up = camera_centre(view), up_direction(data, data.viewmats[data.frames // 2])
+    for angle in (0.35, 0.5, 0.6):  # turn away until the centre is empty but the content is still in view
+        away = look_at(eye, eye + _rotate(view[2, :3], up, angle), up)
+        if _covered_scale(scene, data, away, 70.0, 0.97) is None:
+            break
+    else:
+        pytest.skip("no turn of the synth scene's global camera empties its centre")
+    aimed = aim_at_content(scene, data, away, 70.0, up)
+    fov = fill_fov(scene, data, aimed, 70.0, 0.97)
+    K = intrinsics(fov, data.width, data.height)
+    assert float(_covered_share(scene, data, aimed, K).mean()) >= 0.9
+    torch.testing.assert_close(camera_centre(aimed), eye, atol=1e-4, rtol=0)  # it turned, it did not move

@@ -97,6 +97,13 @@ def build_lock(folder: Path) -> Iterator[None]:
             fcntl.lockf(handle, fcntl.LOCK_UN)
 
 
+def torch_key() -> str:
+    """torch's version as a folder-name part: builds for one torch never load into another."""
+    import torch
+
+    return "torch" + torch.__version__.replace("+", "_")
+
+
 def cuda_archs() -> str:
     """The GPU architectures a CUDA build targets: ``TORCH_CUDA_ARCH_LIST`` if set, else this machine's
     GPU, else ``DEFAULT_CUDA_ARCHS`` (CI, login nodes)."""
@@ -169,7 +176,7 @@ def build(name: str, verbose: bool = False) -> ModuleType:
     # torch's ninja flags embed its include path, which differs between a venv reached
     # through a symlink and its real path; one directory per path avoids rebuild ping-pong.
     torch_path = hashlib.sha1(str(Path(torch.__file__).parent).encode()).hexdigest()[:8]
-    build_dir = root / f"{name}_torch{torch.__version__.replace('+', '_')}_{torch_path}"
+    build_dir = root / f"{name}_{torch_key()}_{torch_path}"
     cflags = list(family.extra_cflags)
     if family.native:
         # Tuned for this machine's vector units (AVX2/AVX-512, FMA); the build folder is keyed

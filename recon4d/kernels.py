@@ -14,14 +14,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import cuda_ext
 
 
-def gsplat_build_folder():
-    import torch
-
-    return cuda_ext.build_root() / f"gsplat_torch{torch.__version__.replace('+', '_')}_{cuda_ext.cuda_arch_key()}"
+def gsplat_build_folder() -> Path:
+    return cuda_ext.build_root() / f"gsplat_{cuda_ext.torch_key()}_{cuda_ext.cuda_arch_key()}"
 
 
 @contextmanager

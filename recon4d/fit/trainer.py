@@ -287,13 +287,12 @@ class Trainer:
     def render(self, t: int, with_latent: bool = False, static_only: bool = False, dynamic_only: bool = False):
         g = self.scene.at(t, include_static=not dynamic_only, include_dynamic=not static_only,
                           with_latents=with_latent)
-        feats = g.features
         geometry = (g.means, g.quats, g.scales, g.opacities, self.viewmat(t))
         if with_latent:  # feature distillation: geometry and cameras are frozen, so keep them out of the graph
             geometry = tuple(x.detach() for x in geometry)
         means, quats, scales, opacities, view = geometry
         d = self.data
-        return rasterize(means, quats, scales, opacities, feats, view, d.K[None], d.width, d.height,
+        return rasterize(means, quats, scales, opacities, g.features, view, d.K[None], d.width, d.height,
                          backend=self.cfg.backend)
 
     def _track_loss(self, t: int) -> Tensor:

@@ -62,12 +62,11 @@ class DynamicScene(nn.Module):
         ``[N, 4]``), which spares building the ``[N_dyn, K, latent]`` blend of node latents where no latent
         is rendered (every fit stage but ``features``)."""
         st, dy = self.static, self.dynamic
-        static_latents = [st.latents] if with_latents else []
         parts = []
         if include_static and len(st):
             flag = torch.zeros(len(st), 1, device=st.means.device)
             parts.append((st.means, st.quats, st.scales, st.opacities,
-                          torch.cat([st.colors, flag, *static_latents], -1)))
+                          torch.cat([st.colors, flag, *([st.latents] if with_latents else [])], -1)))
         if include_dynamic and len(dy):
             means, quats = self.binding.deform(dy.means, dy.quats, self.scaffold, t, self.skin_mode)
             flag = torch.ones(len(dy), 1, device=dy.means.device)
@@ -75,6 +74,6 @@ class DynamicScene(nn.Module):
                           torch.cat([dy.colors, flag, *([self.dynamic_latents()] if with_latents else [])], -1)))
         if not parts:  # nothing to draw, e.g. the dynamic part of a scene in which nothing moves
             parts.append((st.means[:0], st.quats[:0], st.scales[:0], st.opacities[:0],
-                          torch.cat([st.colors, st.colors[:, :1], *static_latents], -1)[:0]))
+                          torch.cat([st.colors, st.colors[:, :1], *([st.latents] if with_latents else [])], -1)[:0]))
         cat = [torch.cat(x) for x in zip(*parts)]
         return FrameGaussians(*cat, n_static=len(st) if include_static else 0)

@@ -24,8 +24,8 @@ import pytest
 from recon4d.batch.inputs import discover
 from recon4d.batch.manifest import Manifest, fit_complete
 from recon4d.batch.runner import BatchOptions, run_batch
-from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.presets import load_preset
+from recon4d.priors.options import PriorOptions
 
 os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
 ray = pytest.importorskip("ray")

@@ -10,7 +10,6 @@ import cv2
 import numpy as np
 import pytest
 
-from recon4d.fit.preprocess import PreprocessConfig, mask_stay, run_preprocess
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
@@ -19,7 +18,9 @@ from recon4d.priors.depth import DepthAnythingV2, align, interpolate
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow, sample
 from recon4d.priors.masks import merge_user, parallax, rigid_flow
-from recon4d.priors.report import SynthTruth, camera_errors
+from recon4d.priors.options import PreprocessConfig
+from recon4d.priors.pipeline import run_preprocess
+from recon4d.priors.report import SynthTruth, camera_errors, mask_stay
 from recon4d.priors.tracks import ChainedTracks
 from recon4d.synth import generate, preset
 from tests.conftest import shared_data

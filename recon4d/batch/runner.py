@@ -31,7 +31,7 @@ class BatchOptions:
     """``--preset auto``: the config a worker with a GPU fits with (``FitTask.config_on_gpu``)."""
     prior_options_on_gpu: object = None
     priors: str = "auto"
-    prior_options: object = None  # recon4d.fit.preprocess.PriorOptions; None: the defaults
+    prior_options: object = None  # recon4d.priors.options.PriorOptions; None: the defaults
     teachers: tuple[str, ...] = ()
     retries: int = 2
     """Ray task retries after the first attempt (exceptions and worker crashes alike)."""

@@ -60,7 +60,7 @@ class FitTask:
     vlm: str | None = None
     """Also distil this VLM's vision encoder (vqa_bridge adapter name, e.g. tiny, internvideo2)."""
     vlm_path: str | None = None
-    prior_options: object = None  # recon4d.fit.preprocess.PriorOptions; None: the defaults
+    prior_options: object = None  # recon4d.priors.options.PriorOptions; None: the defaults
     stop_after: str | None = None
     """End after this stage (as ``recon4d fit --stop-after``); None: the whole fit."""
 
@@ -146,7 +146,7 @@ def fit_scene_task(task: FitTask) -> dict:
     from recon4d.batch.manifest import stage_reached
     from recon4d.errors import UserError
     from recon4d.fit.pipeline import FitJob, run_fit
-    from recon4d.fit.preprocess import PriorOptions
+    from recon4d.priors.options import PriorOptions
 
     scene_dir = Path(task.scene_dir)
     started = time.perf_counter()

@@ -67,7 +67,7 @@ def _plan(cfg: BenchDavisConfig):
     """(scene specs, fit config, prior options, output folder) for this run."""
     from recon4d.batch.inputs import discover
     from recon4d.errors import UserError
-    from recon4d.fit.preprocess import PriorOptions
+    from recon4d.priors.options import PriorOptions
     from recon4d.fit.presets import resolve_preset
 
     if not cfg.data.is_dir():

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import tyro
 
-from recon4d.fit.preprocess import PreprocessConfig, run_preprocess
+from recon4d.priors.options import PreprocessConfig
+from recon4d.priors.pipeline import run_preprocess
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "davis" / "blackswan"
 

@@ -17,8 +17,8 @@ import tyro
 
 from recon4d.commands._args import option_value
 from recon4d.errors import UserError, expected_errors
-from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
+from recon4d.priors.options import PriorOptions
 from vqa_bridge.adapters import ModelName
 
 

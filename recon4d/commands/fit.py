@@ -17,8 +17,8 @@ import tyro
 
 from recon4d.commands._args import option_value
 from recon4d.errors import UserError, expected_errors, log_tracebacks_to
-from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
+from recon4d.priors.options import PriorOptions
 
 
 @dataclass

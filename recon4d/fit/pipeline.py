@@ -20,10 +20,11 @@ from recon4d.device import check_gpu_path, resolve_device
 from recon4d.errors import UserError
 from recon4d.fit.data import load_scene_data
 from recon4d.fit.losses import psnr, ssim
-from recon4d.fit.preprocess import PreprocessConfig, PriorOptions, run_preprocess
 from recon4d.fit.preview import write_preview
 from recon4d.fit.trainer import STAGES, FitConfig, fit_scene
 from recon4d.io.atomic import write_json
+from recon4d.priors.options import PreprocessConfig, PriorOptions
+from recon4d.priors.pipeline import run_preprocess
 from recon4d.render import rasterize
 from recon4d.scene.model import LATENT_START, RGB
 

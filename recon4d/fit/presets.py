@@ -13,8 +13,8 @@ import dataclasses
 import tomllib
 from pathlib import Path
 
-from recon4d.fit.preprocess import PriorOptions
 from recon4d.fit.trainer import FitConfig
+from recon4d.priors.options import PriorOptions
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 

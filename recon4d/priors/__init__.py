@@ -10,5 +10,5 @@ V2, user files, synth ground truth, sparse fallback; per-frame alignment),
 temporal vote), ``cache``
 (hash keys), ``report`` (ground-truth comparison). Teacher features are
 cached by ``recon4d.fit.teachers`` in the same folder. The stage that runs them in
-order is :func:`recon4d.fit.preprocess.run_preprocess`.
+order is :func:`recon4d.priors.pipeline.run_preprocess`.
 """

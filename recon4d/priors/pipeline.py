@@ -25,10 +25,8 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
@@ -42,56 +40,9 @@ from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth,
 from recon4d.priors.epipolar import max_inverse_depth
 from recon4d.priors.flow import DISFlow
 from recon4d.priors.masks import MotionMasks, TrackMotion, track_dynamic
-from recon4d.priors.report import SynthTruth, camera_errors, is_synth_scene, mask_iou, track_errors
+from recon4d.priors.options import PreprocessConfig
+from recon4d.priors.report import SynthTruth, is_synth_scene, mask_stay, summary, synth_report
 from recon4d.priors.tracks import ChainedTracks
-
-
-@dataclass
-class PriorOptions:
-    """How frames are read and priors made: the options ``recon4d fit`` passes through (``--fov-deg`` ...)."""
-
-    stride: int = 1
-    """Keep every stride-th frame."""
-    start: int = 0
-    """First source frame."""
-    end: int | None = None
-    """Source frame to stop before (default: the end)."""
-    max_frames: int | None = None
-    """At most this many frames."""
-    long_side: int | None = 480
-    """Working resolution: long side in pixels (never upscaled)."""
-    allow_truncated: bool = False
-    """Keep the frames of a truncated/corrupt video decoded before the damage."""
-    masks: Path | None = None
-    """Folder of user masks (PNG, one per source frame); default: DAVIS Annotations/ when present."""
-    depth: str = "auto"
-    """Depth provider: auto (Depth Anything V2 if its weights are local, else fallback), da-v2 (Depth Anything
-    V2, downloaded from the hub if not local), fallback,
-    gt (synth scenes, ablations only), or a folder of depth files (npy / 16-bit png in mm / exr)."""
-    depth_model: str = "depth-anything/Depth-Anything-V2-Small-hf"
-    """Depth Anything V2: a local directory or a hub id (in the local HF cache; downloaded only with --depth da-v2)."""
-    camera: Literal["solve", "gt"] = "solve"
-    """Camera: solve (bundle adjustment) or gt (synth scenes, ablations of later stages)."""
-    fov_deg: float | None = None
-    """Known horizontal field of view in degrees (default: searched)."""
-    track_spacing: int = 0
-    """Seed grid spacing of the tracks in pixels (0: long side / 60, at least 4)."""
-    max_tracks: int = 6000
-    """Upper bound on the number of tracks."""
-
-
-@dataclass(kw_only=True)
-class PreprocessConfig(PriorOptions):
-    """Frames and priors for one video."""
-
-    video: Path
-    """Input: a video file (mp4/mov/avi/webm), an image folder, a DAVIS sequence or a `recon4d synth` scene."""
-    out: Path = Path("out")
-    """Output root; the scene folder is <out>/<name>/."""
-    name: str | None = None
-    """Scene folder name (default: the input's name; for a synth scene its scene id)."""
-    progress: bool = True
-    """Progress bars."""
 
 
 def scene_dir(cfg: PreprocessConfig) -> Path:
@@ -244,58 +195,6 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     return scene
 
 
-def summary(r: dict, scene: Path) -> str:
-    """The short report: frames, tracks kept, camera motion, time per step, and GT metrics when present."""
-    steps = ", ".join(f"{k} {v:.1f}s" for k, v in r["time_s"].items())
-    lines = [f"{scene}: {r['frames']} frames {r['width']}x{r['height']}, {r['tracks_kept']} tracks kept "
-             f"({r['tracks_static_ba']} static in BA), camera {r['motion_type']}, FoV {r['fov_deg']:.1f} deg, "
-             f"depth {r['depth_provider']}", f"priors time: {steps}"]
-    if "user_mask_tracks" in r:
-        m = r["user_mask_tracks"]
-        lines.append(f"user mask: {m['seeded_inside']} tracks seeded inside; stay inside {m['stay_strict']}, "
-                     f"within 3px {m['stay_within_3px']}")
-    if "rot_err_deg" in r:
-        lines.append("ground truth: " + ", ".join(f"{k} {r[k]}" for k in
-                     ("rot_err_deg", "trans_dir_err_deg", "focal_err_rel", "track_err_px", "mask_iou")))
-    return "\n".join(lines)
-
-
-def mask_stay(mask: np.ndarray, xy: np.ndarray, vis: np.ndarray, seeds: np.ndarray, tol_px: int = 3) -> dict:
-    """Of the tracks seeded inside the user mask, the fraction whose every visible position stays inside
-    it (strict) and inside it dilated by ``tol_px`` (boundary tolerance)."""
-    import cv2
-
-    T, H, W = mask.shape
-    q = np.clip(np.floor(xy).astype(int), 0, [W - 1, H - 1])
-    kern = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * tol_px + 1, 2 * tol_px + 1))
-    dil = np.stack([cv2.dilate(m.astype(np.uint8), kern) > 0 for m in mask])
-    t = np.arange(T)[:, None]
-    seeded_in = mask[seeds, q[seeds, np.arange(len(seeds)), 1], q[seeds, np.arange(len(seeds)), 0]]
-    seeded_in &= vis.sum(0) >= 2
-    inside = mask[t, q[..., 1], q[..., 0]] | ~vis
-    inside_tol = dil[t, q[..., 1], q[..., 0]] | ~vis
-    n = int(seeded_in.sum())
-    return {"seeded_inside": n, "stay_strict": float(inside.all(0)[seeded_in].mean()) if n else None,
-            "stay_within_3px": float(inside_tol.all(0)[seeded_in].mean()) if n else None}
-
-
-def synth_report(src: Path, meta: dict, cam: CameraResult, xy, vis, seeds, dynamic) -> dict:
-    """The ground-truth keys of ``report.json`` (headline numbers; distributions under ``details``)."""
-    truth = SynthTruth(src, meta["indices"], meta["width"], meta["height"])
-    ce = camera_errors(cam.viewmats, truth.viewmats)
-    te = track_errors(truth, xy, vis, seeds)
-    mi = mask_iou(truth, dynamic)
-    return {
-        "rot_err_deg": ce["rot_err_deg"]["max"],
-        "trans_dir_err_deg": None if ce["trans_dir_err_deg"] is None else ce["trans_dir_err_deg"]["max"],
-        "focal_err_rel": float(abs(cam.K[0, 0] / truth.K[0, 0] - 1)),
-        "track_err_px": te.get("median"),
-        "mask_iou": mi["iou"],
-        "focal_observed": cam.focal_observed,
-        "details": {"camera": ce, "tracks": te, "masks": mi},
-    }
-
-
 def _depth_provider(cfg: PreprocessConfig, src: Path, synth: bool):
     if cfg.depth == "gt":
         return SynthGTDepth(str(src))
@@ -349,7 +248,7 @@ def _load_camera(priors: Path) -> CameraResult:
                         c["focal_observed"], c["info"])
 
 
-if __name__ == "__main__":  # `python -m recon4d.fit.preprocess --video ... [--depth gt] [--camera gt]`: ablations
+if __name__ == "__main__":  # `python -m recon4d.priors.pipeline --video ... [--depth gt] [--camera gt]`: ablations
     import tyro
 
     run_preprocess(tyro.cli(PreprocessConfig))

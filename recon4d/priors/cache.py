@@ -60,14 +60,15 @@ def key(*parts) -> str:
 
 
 class PriorCache:
-    def __init__(self, priors: Path):
-        self.priors = priors
-        self.file = priors / "cache.json"
+    """The keys in ``file`` (``priors/cache.json``): which step was last computed with which key."""
+
+    def __init__(self, file: Path):
+        self.file = file
         self.keys: dict[str, str] = json.loads(self.file.read_text()) if self.file.exists() else {}
 
-    def fresh(self, step: str, k: str, *files: str) -> bool:
+    def fresh(self, step: str, k: str, *files: Path) -> bool:
         """True when ``step`` was computed with key ``k`` and its files are all there."""
-        return self.keys.get(step) == k and all((self.priors / f).exists() for f in files)
+        return self.keys.get(step) == k and all(f.exists() for f in files)
 
     def store(self, step: str, k: str) -> None:
         self.keys[step] = k

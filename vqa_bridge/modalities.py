@@ -19,10 +19,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from safetensors import safe_open
 from torch import Tensor
 
 from recon4d.errors import UserError
+from recon4d.scene.teachers import read_teacher_cls
 from vqa_bridge.adapters.base import VisionTokens
 
 MODALITIES = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
@@ -145,6 +145,4 @@ class SceneInputs:
 
     def _cls(self) -> Tensor | None:
         """The input video's CLS token saved at extraction (the field renders no CLS of its own)."""
-        path = self.folder / "priors" / "teachers" / f"{self.teacher}.safetensors"
-        with safe_open(str(path), framework="pt") as f:
-            return f.get_tensor("cls") if "cls" in f.keys() else None
+        return read_teacher_cls(self.folder, self.teacher)

@@ -31,16 +31,17 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
-from recon4d.fit.data import MissingStageError, frames_info, load_scene_data
 from cuda_ext.reference.skin import quat_mul
 from recon4d.fit.init import kabsch, lift, rotmat_to_quat
-from recon4d.fit.teachers import to_grid
 from recon4d.io.atomic import write_json
 from recon4d.priors.report import umeyama
 from recon4d.render import rasterize
 from recon4d.render.projection import quat_to_rotmat
+from recon4d.scene.data import load_scene_data
+from recon4d.scene.heads import to_grid
 from recon4d.scene.model import LATENT_START, RGB
 from recon4d.scene.state import load_scene
+from recon4d.scene_folder import MissingStageError, SceneFolder
 
 
 @dataclass
@@ -86,12 +87,13 @@ def _turned(rots) -> float:
 @torch.no_grad()
 def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     scene_dir = Path(scene_dir)
-    if not (scene_dir / "model" / "scene.json").exists():
+    folder = SceneFolder(scene_dir)
+    if not folder.has_fit():
         raise MissingStageError(f"{scene_dir}/model is missing; run `recon4d fit` on this scene first")
     data = load_scene_data(scene_dir)
-    scene, heads, meta = load_scene(scene_dir / "model")
+    scene, heads, meta = load_scene(folder.model)
     if gt_dir is None:
-        gt_dir = Path(frames_info(scene_dir).get("source", ""))
+        gt_dir = Path(folder.frames_info().get("source", ""))
     gt_dir = Path(gt_dir)
     if not (gt_dir / "gt").is_dir():
         raise MissingStageError(f"{gt_dir} has no gt/ folder; pass --gt <recon4d synth scene folder>")
@@ -123,7 +125,7 @@ def evaluate_scene(scene_dir: Path, gt_dir: Path | None = None) -> dict:
     metrics["direction_correct"] = direction
     if heads:
         metrics.update(_feature_cosine(renders, heads, data))
-    path = scene_dir / "metrics.json"  # beside the fit's own numbers (time, memory, per frame), not over them
+    path = SceneFolder(scene_dir).metrics  # beside the fit's own numbers (time, memory, per frame), not over them
     write_json(path, {**(json.loads(path.read_text()) if path.exists() else {}), **metrics})
     return metrics
 

@@ -12,7 +12,8 @@ machine is continued on another. The layout::
                                    optimiser state: one checkpoint (written together)
     <scene>/metrics.json, log.txt, preview.png
 
-``STAGES`` is the order in which ``recon4d fit`` fills it.
+``STAGES`` is the order in which ``recon4d fit`` fills it. The file names inside ``model/`` are
+here too, so that a reader of a fit (render, export, eval) need not import the fit that writes them.
 """
 
 from __future__ import annotations
@@ -20,13 +21,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 from recon4d.errors import UserError
 
-FIT_STAGES = ("static", "scaffold", "motion", "joint", "cameras", "settle", "features")
-"""The optimiser's stages, in order (see :mod:`recon4d.fit.trainer`)."""
-STAGES = ("priors", *FIT_STAGES)
+FitStage = Literal["static", "scaffold", "motion", "joint", "cameras", "settle", "features"]
+"""One of the optimiser's stages (see :mod:`recon4d.fit.trainer`)."""
+FIT_STAGES: tuple[FitStage, ...] = get_args(FitStage)
+"""The optimiser's stages, in order."""
+Stage = Literal["priors", FitStage]
+"""One of the stages ``recon4d fit --stop-after`` can stop after."""
+STAGES: tuple[Stage, ...] = get_args(Stage)
 """Every stage ``recon4d fit --stop-after`` can stop after: the priors, then the optimiser's."""
+
+SCENE_TENSORS, SCENE_META = "scene.safetensors", "scene.json"
+"""The fitted scene in ``model/``: its tensors, and the sidecar that says which stage it reached
+(written by :mod:`recon4d.scene.state`)."""
+CAMERAS_FILE = "cameras.json"
+"""The fit's refined cameras in ``model/`` (written by :mod:`recon4d.fit.cameras`)."""
+OPTIMIZER_FILE = "optimizer.pt"
+"""The optimiser's state in ``model/``, what a resumed fit continues from (written by :mod:`recon4d.fit.trainer`)."""
 
 
 class MissingStageError(UserError, RuntimeError):
@@ -122,6 +136,20 @@ class SceneFolder:
         return self.root / "model"
 
     @property
+    def model_meta(self) -> Path:
+        """The fitted scene's sidecar: its stage, decoder heads, skinning (renamed into place last)."""
+        return self.model / SCENE_META
+
+    @property
+    def model_tensors(self) -> Path:
+        return self.model / SCENE_TENSORS
+
+    @property
+    def model_cameras(self) -> Path:
+        """The cameras the fit refined (absent before a fit): ``{"K", "viewmats", "delta", ...}``."""
+        return self.model / CAMERAS_FILE
+
+    @property
     def metrics(self) -> Path:
         return self.root / "metrics.json"
 
@@ -140,7 +168,7 @@ class SceneFolder:
 
     def has_fit(self) -> bool:
         """A checkpoint of the fit exists (``model/scene.json`` is renamed into place last)."""
-        return (self.model / "scene.json").exists()
+        return self.model_meta.exists()
 
     def require(self, path: Path, how: str) -> Path:
         """``path``, or a MissingStageError saying ``how`` to make it."""

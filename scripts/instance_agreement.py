@@ -44,11 +44,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recon4d.fit.data import frames_info, load_scene_data
 from recon4d.grounding.objects import read_id_masks
 from recon4d.grounding.trajectories import load_tracks
 from recon4d.render.rasterize import rasterize
+from recon4d.scene.data import load_scene_data
 from recon4d.scene.state import load_scene
+from recon4d.scene_folder import SceneFolder
 
 REPO = Path(__file__).resolve().parents[1]
 ON_SHARE = 0.5  # an object lies on the annotated foreground when at least this share of its pixels do
@@ -115,9 +116,9 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
 def agreement(scene_dir: Path, annotations: Path) -> dict:
     """The numbers of the module docstring for one fitted scene and its annotation folder."""
     st = load_tracks(scene_dir)
-    scene, _, _ = load_scene(scene_dir / "model")
+    scene, _, _ = load_scene(SceneFolder(scene_dir).model)
     data = load_scene_data(scene_dir)
-    info = frames_info(scene_dir)
+    info = SceneFolder(scene_dir).frames_info()
     fg = foreground(annotations, info.get("indices", list(range(data.frames))), data.height, data.width)
     maps = object_maps(scene, data, [t.obj.gaussians for t in st.tracks])
     centres = centre_shares(scene, data, [t.obj.gaussians for t in st.tracks], fg)
@@ -144,7 +145,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="JSON of every number (default <scenes>/agreement.json)")
     args = ap.parse_args()
     rows = []
-    for scene_dir in sorted(p for p in args.scenes.iterdir() if (p / "model" / "scene.json").exists()):
+    for scene_dir in sorted(p for p in args.scenes.iterdir() if SceneFolder(p).has_fit()):
         folder = args.annotations / scene_dir.name / "Annotations"
         if not folder.is_dir():
             continue

@@ -11,9 +11,10 @@ import torch
 
 from cuda_ext.rasterize import kernel_available
 from recon4d.eval import evaluate_scene
-from recon4d.fit.data import MissingStageError, load_scene_data
 from recon4d.fit.trainer import FitConfig, StageSteps, Trainer, fit_scene
 from recon4d.priors.camera import rodrigues_torch
+from recon4d.scene.data import load_scene_data
+from recon4d.scene_folder import MissingStageError
 from tests.conftest import requires_compiler
 
 pytestmark = requires_compiler
@@ -250,7 +251,7 @@ def test_cameras_stage_aligns_each_frame(fitted_left_scene, tmp_path):
 
 
 def test_preview_says_when_there_is_no_feature_field():
-    from recon4d.fit.preview import feature_pca
+    from recon4d.render.colorize import feature_pca
 
     panel = feature_pca(torch.zeros(96, 128, 0))
     assert panel.shape == (96, 128, 3) and panel.dtype.name == "uint8"

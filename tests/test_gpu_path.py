@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from recon4d.fit.data import load_scene_data
-from recon4d.fit.trainer import STAGES, FitConfig, StageSteps, Trainer
+from recon4d.fit.trainer import FitConfig, StageSteps, Trainer
+from recon4d.scene.data import load_scene_data
+from recon4d.scene_folder import FIT_STAGES as STAGES
 from tests import gsplat_standin
 from tests.fake_cuda import DeviceMixError, fake_cuda, is_fake_cuda
 

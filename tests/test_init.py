@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from recon4d.fit.data import SceneData
 from recon4d.fit.init import InitConfig, node_trajectories
 from recon4d.priors.depth import objects_at_contact_depth
+from recon4d.scene.data import SceneData
 from tests.conftest import requires_compiler
 
 

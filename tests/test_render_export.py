@@ -20,12 +20,12 @@ from recon4d.commands import view as view_command
 from recon4d.export.job import ExportJob, run_export
 from recon4d.export.ply import read_ply
 from recon4d.export.transforms import read_transforms
-from recon4d.fit.data import MissingStageError
 from recon4d.render import rasterize
 from recon4d.render import video as render_video
 from recon4d.render.cameras import PathOptions, camera_centre, camera_path, centre_depth, global_camera
 from recon4d.render.fitted import load_fitted
 from recon4d.render.video import RenderJob, parse_frames, run_render
+from recon4d.scene_folder import MissingStageError
 
 
 def _decode(path: Path) -> np.ndarray:
@@ -243,7 +243,7 @@ def unfinished_scene(fitted_left_scene, tmp_path) -> Path:
 def test_unfinished_fit_names_the_missing_stage(unfinished_scene, command, capsys):
     assert command.main(["--scene", str(unfinished_scene)]) == 2
     err = capsys.readouterr().err
-    from recon4d.fit.trainer import STAGES
+    from recon4d.scene_folder import FIT_STAGES as STAGES
 
     assert "stage 'joint'" in err and ", ".join(STAGES[STAGES.index("joint"):]) in err and STAGES[-1] == "features"
     assert "recon4d fit --video" in err and "--resume" in err

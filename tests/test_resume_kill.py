@@ -16,10 +16,10 @@ import torch
 from safetensors.torch import load_file
 
 from recon4d.commands import fit as fit_command
-from recon4d.fit.data import load_scene_data
 from recon4d.fit.checkpoint import CHECKPOINT_FILES, CheckpointError
 from recon4d.fit.trainer import FitConfig, StageSteps, Trainer
 from recon4d.io import atomic
+from recon4d.scene.data import load_scene_data
 from tests.conftest import requires_compiler
 from tests.fitted import synth_scene
 

@@ -38,7 +38,7 @@ def record_inputs(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 @pytest.fixture(scope="module")
 def tiny_scene(fitted_left_scene, tmp_path_factory):
     """(synth folder, scenes folder, scene) with the tiny VLM's teacher extracted and an (untrained) head for it."""
-    from recon4d.fit.teachers import FeatureHead
+    from recon4d.scene.heads import FeatureHead
     from recon4d.scene.state import load_scene, save_scene
     from vqa_bridge.adapters.tiny import VISION_DIM
 

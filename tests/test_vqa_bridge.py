@@ -180,7 +180,7 @@ def vqa_scene(fitted_left_scene, tmp_path_factory):
     Distilling a head is `recon4d fit`'s job (tested there); here an untrained head of
     the right shape is enough to exercise the feature-field path end to end.
     """
-    from recon4d.fit.teachers import FeatureHead
+    from recon4d.scene.heads import FeatureHead
     from recon4d.scene.state import load_scene, save_scene
 
     synth, fitted = fitted_left_scene

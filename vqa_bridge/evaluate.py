@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recon4d.fit.data import MissingStageError
+from recon4d.scene_folder import MissingStageError
 from vqa_bridge.adapters.base import Generation, VisionLanguageAdapter, VisionTokens
 from vqa_bridge.extract import extract_answer
 from vqa_bridge.modalities import SceneInputs, ShortVideoError, sample_indices

@@ -19,10 +19,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from safetensors import safe_open
 from torch import Tensor
 
 from recon4d.errors import UserError
+from recon4d.scene.teachers import read_teacher_cls
+from recon4d.scene_folder import SceneFolder
 from vqa_bridge.adapters.base import VisionTokens
 
 MODALITIES = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
@@ -42,9 +43,10 @@ def sample_indices(total: int, n_frames: int) -> list[int]:
 
 def read_frames(scene: Path) -> Tensor:
     """``<scene>/frames/*.jpg|png`` as [N,H,W,3] float in [0,1]."""
-    files = sorted((scene / "frames").glob("*.jpg")) or sorted((scene / "frames").glob("*.png"))
+    frames = SceneFolder(scene).frames
+    files = sorted(frames.glob("*.jpg")) or sorted(frames.glob("*.png"))
     if not files:
-        raise FileNotFoundError(f"no frames in {scene / 'frames'}")
+        raise FileNotFoundError(f"no frames in {frames}")
     images = np.stack([cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB) for f in files])
     return torch.from_numpy(images).float() / 255.0
 
@@ -145,6 +147,4 @@ class SceneInputs:
 
     def _cls(self) -> Tensor | None:
         """The input video's CLS token saved at extraction (the field renders no CLS of its own)."""
-        path = self.folder / "priors" / "teachers" / f"{self.teacher}.safetensors"
-        with safe_open(str(path), framework="pt") as f:
-            return f.get_tensor("cls") if "cls" in f.keys() else None
+        return read_teacher_cls(self.folder, self.teacher)

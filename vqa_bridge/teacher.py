@@ -13,13 +13,10 @@ treat frames independently (Qwen2.5-VL) see batches of frames.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from torch import Tensor
 
-from recon4d.io.atomic import atomic_path
 from vqa_bridge.adapters.base import VisionLanguageAdapter
 
 # Frames per encoder call for encoders without a clip length (bounds memory, not results).
@@ -86,15 +83,3 @@ def extract_teacher(adapter: VisionLanguageAdapter, frames: Tensor) -> tuple[Ten
         if clip.cls and tokens.cls is not None:
             cls.append(tokens.cls.float().cpu())
     return features, (torch.stack(cls).mean(0) if cls else None)
-
-
-def write_teacher_file(scene: Path, name: str, features: Tensor, cls: Tensor | None) -> Path:
-    """``<scene>/priors/teachers/<name>.safetensors``, written atomically."""
-    path = Path(scene) / "priors" / "teachers" / f"{name}.safetensors"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {"features": features.float().contiguous()}
-    if cls is not None:
-        tensors["cls"] = cls.float().contiguous()
-    with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp))
-    return path

@@ -119,13 +119,15 @@ def ensure_vlm_teacher(scene_dir: Path, model: str, model_path: str | None) -> s
     Done inside the scene's task, after priors and before the fit, so the encoder runs on
     the GPU the task holds and the scene stays independent of every other scene.
     """
+    from recon4d.scene.teachers import write_teacher
+    from recon4d.scene_folder import SceneFolder
     from vqa_bridge.adapters import load_adapter
     from vqa_bridge.modalities import read_frames
-    from vqa_bridge.teacher import extract_teacher, write_teacher_file
+    from vqa_bridge.teacher import extract_teacher
 
     adapter = load_adapter(model, model_path, vision_only=True)
-    if not (scene_dir / "priors" / "teachers" / f"{adapter.teacher_name}.safetensors").exists():
-        write_teacher_file(scene_dir, adapter.teacher_name, *extract_teacher(adapter, read_frames(scene_dir)))
+    if not SceneFolder(scene_dir).teacher(adapter.teacher_name).exists():
+        write_teacher(scene_dir, adapter.teacher_name, *extract_teacher(adapter, read_frames(scene_dir)))
         _append_log(scene_dir, f"batch: teacher {adapter.teacher_name} extracted with {model}")
     return adapter.teacher_name
 

@@ -54,9 +54,9 @@ def _questions(qa: Path) -> list[Question]:
 
 def _for_scene(questions: list[Question], scene: Path) -> list[Question]:
     """The questions about this scene's video (a benchmark file holds many videos)."""
-    from recon4d.fit.data import frames_info
+    from recon4d.scene_folder import SceneFolder
 
-    names = {scene.name, Path(str(frames_info(scene).get("source", ""))).name}
+    names = {scene.name, Path(str(SceneFolder(scene).frames_info().get("source", ""))).name}
     return [q for q in questions if q.scene in names] or questions
 
 

@@ -19,6 +19,7 @@ from recon4d.commands._args import option_value
 from recon4d.errors import UserError, expected_errors, log_tracebacks_to
 from recon4d.fit.trainer import FitConfig
 from recon4d.priors.options import PriorOptions
+from recon4d.scene_folder import SceneFolder, Stage
 
 
 @dataclass
@@ -35,7 +36,7 @@ class FitCommand:
     """gt: exact priors from a `recon4d synth` scene's ground truth (isolates the optimiser)."""
     teacher: tuple[str, ...] = ()
     """Feature teachers to distil (cached in priors/teachers/; built in: patch)."""
-    stop_after: Literal["priors", "static", "scaffold", "motion", "joint", "cameras", "settle", "features"] | None = None
+    stop_after: Stage | None = None
     resume: bool = False
     """Continue from the checkpoint in <scene>/model (the default when the folder holds one, unless --stop-after is given)."""
     priors_options: tyro.conf.OmitArgPrefixes[PriorOptions] = field(default_factory=PriorOptions)
@@ -60,11 +61,12 @@ def main(argv: list[str]) -> int:
     name = cmd.name or (cmd.video.stem if cmd.video.is_file() else cmd.video.resolve().name)
     job = FitJob(scene_dir=cmd.out / name, source=cmd.video, config=cmd.config, priors=cmd.priors,
                  teachers=cmd.teacher, stop_after=cmd.stop_after, resume=cmd.resume, options=cmd.priors_options)
-    log_tracebacks_to(job.scene_dir / "log.txt")
-    if not cmd.resume and (job.scene_dir / "model" / "scene.json").exists() and cmd.stop_after is None:
+    folder = SceneFolder(job.scene_dir)
+    log_tracebacks_to(folder.log)
+    if not cmd.resume and folder.has_fit() and cmd.stop_after is None:
         job.resume = True  # the folder is a cache: re-running continues (use a new --name to refit)
     metrics = run_fit(job)
     if metrics["stage"] == "priors":
-        print(f"priors: {job.scene_dir / 'priors'} (report.json says how good they are); "
+        print(f"priors: {folder.priors} (report.json says how good they are); "
               f"run the same command without --stop-after to fit")
     return 0

@@ -78,9 +78,10 @@ class ExtractConfig:
 
 @expected_errors("vqa extract")
 def extract(config: ExtractConfig) -> int:
+    from recon4d.scene.teachers import write_teacher
     from vqa_bridge.adapters import load_adapter, resolve_placement
     from vqa_bridge.modalities import read_frames
-    from vqa_bridge.teacher import extract_teacher, write_teacher_file
+    from vqa_bridge.teacher import extract_teacher
 
     log_tracebacks_to(config.scene / "log.txt")
     device, dtype = resolve_placement(config.device, config.dtype)
@@ -90,7 +91,7 @@ def extract(config: ExtractConfig) -> int:
     except (FileNotFoundError, ValueError) as err:  # no frames yet, an unknown model, no --model-path
         raise UserError(str(err)) from err
     features, cls = extract_teacher(adapter, frames)
-    path = write_teacher_file(config.scene, adapter.teacher_name, features, cls)
+    path = write_teacher(config.scene, adapter.teacher_name, features, cls)
     where = adapter.placement()
     print(f"{path}: features {list(features.shape)}" + (f", cls {list(cls.shape)}" if cls is not None else "")
           + f" ({where['device']}, {where['dtype']})")

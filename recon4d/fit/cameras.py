@@ -16,7 +16,7 @@ the first camera stayed in the fit (DAVIS bear, cpu-preview: frame 0 was the wor
 18.5 dB against 26.1 on average).
 
 The refined cameras are written to ``model/cameras.json``; ``load_scene_data``
-reads them instead of the priors' for every command that uses a finished fit.
+(:mod:`recon4d.scene.data`) reads them instead of the priors' for every command that uses a finished fit.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from torch import Tensor, nn
 
 from recon4d.io.atomic import write_json
 from recon4d.priors.camera import rodrigues_torch
-
-CAMERAS_FILE = "cameras.json"
 
 
 class PoseRefinement(nn.Module):
@@ -91,11 +89,3 @@ class PoseRefinement(nn.Module):
                 self.delta.copy_(delta.to(self.delta.device))
             if saved.get("first_free"):
                 self.release_first()
-
-
-def refined_viewmats(scene_dir: Path) -> Tensor | None:
-    """The fitted cameras of a scene folder (``model/cameras.json``), or None before any fit."""
-    path = Path(scene_dir) / "model" / CAMERAS_FILE
-    if not path.exists():
-        return None
-    return torch.tensor(json.loads(path.read_text())["viewmats"], dtype=torch.float32)

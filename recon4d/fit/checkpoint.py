@@ -13,16 +13,16 @@ from pathlib import Path
 from safetensors import SafetensorError
 
 from recon4d.errors import UserError
-from recon4d.fit.cameras import CAMERAS_FILE
 from recon4d.io.atomic import staged_path
-from recon4d.scene.state import SCENE_META, SCENE_TENSORS, tensors_checkpoint
+from recon4d.scene.state import tensors_checkpoint
+from recon4d.scene_folder import CAMERAS_FILE, OPTIMIZER_FILE, SCENE_META, SCENE_TENSORS
 
 
 class CheckpointError(UserError, RuntimeError):
     """The parts of a checkpoint come from different saves, and no staged part can make them whole."""
 
 
-CHECKPOINT_FILES = ("optimizer.pt", CAMERAS_FILE, SCENE_TENSORS, SCENE_META)
+CHECKPOINT_FILES = (OPTIMIZER_FILE, CAMERAS_FILE, SCENE_TENSORS, SCENE_META)
 """The parts of a checkpoint, in the order ``Trainer.save`` renames them into place: scene.json, whose presence
 says that a checkpoint exists (``fit_scene``, ``recon4d fit``), last."""
 

@@ -22,9 +22,9 @@ from torch import Tensor
 
 from cuda_ext.knn import knn
 from cuda_ext.reference.skin import quat_rotate
-from recon4d.fit.data import SceneData
 from recon4d.fit.topology import arap_edges, farthest_points
 from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
+from recon4d.scene.data import SceneData
 from recon4d.scene.scaffold import SkinBinding
 
 

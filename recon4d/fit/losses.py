@@ -84,8 +84,3 @@ def smoothness_loss(positions: Tensor) -> tuple[Tensor, Tensor]:
     vel = positions[1:] - positions[:-1]
     acc = vel[1:] - vel[:-1]
     return vel.norm(dim=-1).mean(), acc.norm(dim=-1).mean()
-
-
-def psnr(pred: Tensor, target: Tensor) -> Tensor:
-    """PSNR in dB (inf for identical images) as a 0-d tensor: a training step logs it without a host sync."""
-    return -10.0 * torch.log10(F.mse_loss(pred.clamp(0, 1), target))

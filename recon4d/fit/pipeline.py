@@ -18,17 +18,17 @@ import torch
 
 from recon4d.device import check_gpu_path, resolve_device
 from recon4d.errors import UserError
-from recon4d.fit.data import load_scene_data
-from recon4d.fit.losses import psnr, ssim
+from recon4d.fit.losses import ssim
 from recon4d.fit.preview import write_preview
-from recon4d.fit.trainer import STAGES, FitConfig, fit_scene
+from recon4d.fit.trainer import FitConfig, fit_scene
 from recon4d.io.atomic import write_json
 from recon4d.priors.options import PreprocessConfig, PriorOptions
 from recon4d.priors.pipeline import run_preprocess
 from recon4d.render import rasterize
+from recon4d.render.metrics import psnr
+from recon4d.scene.data import load_scene_data
 from recon4d.scene.model import LATENT_START, RGB
-
-Stage = Literal["priors", "static", "scaffold", "motion", "joint", "cameras", "settle", "features"]
+from recon4d.scene_folder import SceneFolder, Stage
 
 
 @dataclass
@@ -46,7 +46,7 @@ class FitJob:
 
 def _log_to(scene_dir: Path):
     scene_dir.mkdir(parents=True, exist_ok=True)
-    log_file = scene_dir / "log.txt"
+    log_file = SceneFolder(scene_dir).log
 
     def log(msg: str) -> None:
         print(msg, flush=True)
@@ -57,9 +57,9 @@ def _log_to(scene_dir: Path):
 
 
 def ensure_priors(job: FitJob, log) -> None:
-    if (job.scene_dir / "priors" / "camera.json").exists():
+    if SceneFolder(job.scene_dir).has_priors():
         if job.options != PriorOptions():
-            log(f"priors: {job.scene_dir / 'priors'} exists and is reused; the frame and prior options given "
+            log(f"priors: {SceneFolder(job.scene_dir).priors} exists and is reused; the frame and prior options given "
                 f"apply to a new scene folder only (another --name, or delete priors/)")
         return
     if job.priors == "gt":
@@ -79,14 +79,15 @@ def ensure_priors(job: FitJob, log) -> None:
 
 
 def ensure_teachers(job: FitJob, log) -> None:
-    from recon4d.fit.teachers import patch_teacher, write_teacher
+    from recon4d.fit.teachers import patch_teacher
+    from recon4d.scene.teachers import write_teacher
 
-    folder = job.scene_dir / "priors" / "teachers"
+    folder = SceneFolder(job.scene_dir)
     for name in job.teachers:
-        if (folder / f"{name}.safetensors").exists():
+        if folder.teacher(name).exists():
             continue
         if name != "patch":
-            raise UserError(f"teacher {name!r} is not cached in {folder}; extract it with "
+            raise UserError(f"teacher {name!r} is not cached in {folder.teachers}; extract it with "
                              f"`recon4d vqa extract` first (built-in teacher: patch)")
         data = load_scene_data(job.scene_dir)
         features = patch_teacher(data.images)
@@ -137,7 +138,7 @@ def run_fit(job: FitJob) -> dict:
     config = job.config
     if job.priors == "gt":  # exact cameras: a refinement could only drift away from them
         config = dataclasses.replace(config, camera_lr=0.0)
-    trainer = fit_scene(data, config, job.scene_dir / "model", resume=job.resume, log=log,
+    trainer = fit_scene(data, config, SceneFolder(job.scene_dir).model, resume=job.resume, log=log,
                         stop_after=job.stop_after)
     scene = trainer.scene  # scored and previewed where it was fitted (the GPU's rasterizer on a GPU)
     with torch.no_grad():
@@ -147,10 +148,10 @@ def run_fit(job: FitJob) -> dict:
     with torch.no_grad():
         out = rasterize(*scene.at(mid).as_args(), data.viewmats[mid:mid + 1], data.K[None], data.width, data.height,
                         backend=config.backend)
-    write_preview(job.scene_dir / "preview.png", *(x.cpu() for x in (
+    write_preview(SceneFolder(job.scene_dir).preview, *(x.cpu() for x in (
         data.images[mid], out.features[0, ..., RGB], out.depth[0, ..., 0], out.alpha[0, ..., 0],
         out.features[0, ..., LATENT_START:])))
-    metrics_path = job.scene_dir / "metrics.json"
+    metrics_path = SceneFolder(job.scene_dir).metrics
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     for stale in ("psnr_heldout", "psnr_heldout_min", "ssim_heldout"):  # from a fit with other held-out frames
         metrics.pop(stale, None)
@@ -175,7 +176,7 @@ def _summary(scene_dir: Path, metrics: dict, log) -> None:
         f"(worst frame {metrics['psnr_train_min']:.2f}), SSIM {metrics['ssim_train']:.3f}; {held}"
         f"{metrics['n_gaussians']} Gaussians, {metrics['n_nodes']} nodes, peak memory {metrics['peak_rss_mib']:.0f} MiB")
     log(f"  scene folder: {scene_dir}  (model/scene.safetensors, metrics.json, log.txt)")
-    log(f"  side by side: {scene_dir / 'preview.png'}  (input | render | depth | feature PCA)")
+    log(f"  side by side: {SceneFolder(scene_dir).preview}  (input | render | depth | feature PCA)")
 
 
-__all__ = ["FitJob", "STAGES", "run_fit"]
+__all__ = ["FitJob", "run_fit"]

@@ -34,21 +34,22 @@ from tqdm import tqdm
 from cuda_ext.checks import trusted_inputs
 from recon4d.device import check_gpu_path, resolve_device
 from recon4d.fit import losses, motion
-from recon4d.fit.cameras import CAMERAS_FILE, PoseRefinement
+from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.checkpoint import CHECKPOINT_FILES, complete_checkpoint
-from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
 from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
-from recon4d.fit.teachers import FeatureHead, to_grid
 from recon4d.fit.topology import arap_edges
 from recon4d.io.atomic import atomic_group
 from recon4d.render import rasterize
+from recon4d.render.metrics import psnr
 from recon4d.scene import DynamicScene
+from recon4d.scene.data import SceneData
+from recon4d.scene.heads import FeatureHead, to_grid
 from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene.state import load_scene, write_scene
-
-STAGES = ("static", "scaffold", "motion", "joint", "cameras", "settle", "features")
+from recon4d.scene_folder import CAMERAS_FILE
+from recon4d.scene_folder import FIT_STAGES as STAGES
 FINAL_LR = 0.01  # the rate of positions and node transforms at the end of a stage, relative to its start
 
 
@@ -356,7 +357,7 @@ class Trainer:
             terms["acc"] = w.acceleration * acc + w.velocity * vel
         total = sum(terms.values())
         if stage != "features":
-            terms["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
+            terms["psnr"] = psnr(out.features[0, ..., RGB].detach(), image)
         return total, terms
 
     def _arap_edges(self) -> Tensor:

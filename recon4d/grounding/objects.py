@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from recon4d.fit.data import frames_info
 from recon4d.grounding.seen import rendered_depth, seen_centres
 from recon4d.grounding.shape import estimate_shape
+from recon4d.scene_folder import SceneFolder
 
 MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussians are noise
 MIN_GAUSSIANS = 8
@@ -60,7 +60,7 @@ class ObjectInstance:
 def mask_source(scene_dir: Path) -> Path | None:
     """The ``Annotations/`` folder of the scene's input, if it has one (frames.json ``source``)."""
     scene_dir = Path(scene_dir)
-    info = frames_info(scene_dir)
+    info = SceneFolder(scene_dir).frames_info()
     source = Path(info.get("source", ""))
     for base in (source, Path.cwd() / source, scene_dir.parent / source, scene_dir.parent.parent / source):
         if (base / "Annotations").is_dir():
@@ -169,7 +169,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``; ``up`` is the
     world's unit up vector (the shape test looks at silhouettes upright).
     """
-    info = frames_info(scene_dir)
+    info = SceneFolder(scene_dir).frames_info()
     folder = masks or mask_source(scene_dir)
     K, viewmats = data.K.numpy().astype(np.float64), data.viewmats.numpy().astype(np.float64)
     if folder is not None:

@@ -361,16 +361,18 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
     """
     import torch
 
-    from recon4d.fit.data import MissingStageError, frames_info, load_scene_data
     from recon4d.grounding.objects import find_objects
+    from recon4d.scene.data import load_scene_data
     from recon4d.scene.state import load_scene
+    from recon4d.scene_folder import MissingStageError, SceneFolder
 
     scene_dir = Path(scene_dir)
-    if not (scene_dir / "model" / "scene.json").is_file():
-        source = frames_info(scene_dir).get("source", "<input>")
+    folder = SceneFolder(scene_dir)
+    if not folder.model_meta.is_file():
+        source = folder.frames_info().get("source", "<input>")
         raise MissingStageError(f"{scene_dir} is not a fitted scene (no model/scene.json); fit it first with "
                                 f"`recon4d fit --video {source} --out {scene_dir.parent} --name {scene_dir.name}`")
-    scene, _, _ = load_scene(scene_dir / "model")
+    scene, _, _ = load_scene(folder.model)
     data = load_scene_data(scene_dir)
     ref = int(getattr(scene, "reference_frame", 0))
     with torch.no_grad():

@@ -9,6 +9,6 @@ V2, user files, synth ground truth, sparse fallback; per-frame alignment),
 ``masks`` (static-motion residual after the camera fit, lifetime track labels,
 temporal vote), ``cache``
 (hash keys), ``report`` (ground-truth comparison). Teacher features are
-cached by ``recon4d.fit.teachers`` in the same folder. The stage that runs them in
+cached by ``recon4d.scene.teachers`` in the same folder. The stage that runs them in
 order is :func:`recon4d.priors.pipeline.run_preprocess`.
 """

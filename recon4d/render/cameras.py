@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from recon4d.fit.data import SceneData
 from recon4d.render.rasterize import rasterize
 from recon4d.scene import DynamicScene
+from recon4d.scene.data import SceneData
 
 PATHS = ("input", "global", "orbit", "birdseye", "fixed")
 

@@ -15,10 +15,10 @@ from typing import Any
 from torch import nn
 
 from recon4d.device import resolve_device
-from recon4d.fit.data import MissingStageError, SceneData, frames_info, load_scene_data
-from recon4d.fit.trainer import STAGES
 from recon4d.scene import DynamicScene
+from recon4d.scene.data import SceneData, load_scene_data
 from recon4d.scene.state import load_scene
+from recon4d.scene_folder import FIT_STAGES, MissingStageError, SceneFolder
 
 
 @dataclass
@@ -31,11 +31,11 @@ class FittedScene:
 
     @property
     def fps(self) -> float:
-        return float(frames_info(self.folder).get("fps", 12))
+        return float(SceneFolder(self.folder).frames_info().get("fps", 12))
 
 
 def _fit_command(folder: Path) -> str:
-    source = frames_info(folder).get("source", "<input>")
+    source = SceneFolder(folder).frames_info().get("source", "<input>")
     return f"recon4d fit --video {source} --out {folder.parent} --name {folder.name}"
 
 
@@ -49,16 +49,16 @@ def load_fitted(folder: Path, device: str = "auto") -> FittedScene:
         raise MissingStageError(f"{folder} is not a scene folder; make one with "
                                 f"`recon4d fit --video <input> --out {folder.parent} --name {folder.name}`")
     data = load_scene_data(folder)  # names the missing frames/priors stage itself
-    model = folder / "model" / "scene.json"
+    model = SceneFolder(folder).model_meta
     if not model.exists():
-        raise MissingStageError(f"{model} is missing: the optimisation (stages {', '.join(STAGES)}) has not "
+        raise MissingStageError(f"{model} is missing: the optimisation (stages {', '.join(FIT_STAGES)}) has not "
                                 f"run; run `{_fit_command(folder)}`")
     stage = json.loads(model.read_text()).get("stage")
     if stage != "done":
         raise MissingStageError(f"{folder} holds an unfinished fit: stage {stage!r} and the ones after it "
-                                f"({', '.join(STAGES[STAGES.index(stage):]) if stage in STAGES else '?'}) "
+                                f"({', '.join(FIT_STAGES[FIT_STAGES.index(stage):]) if stage in FIT_STAGES else '?'}) "
                                 f"are missing; finish it with `{_fit_command(folder)} --resume`")
-    scene, heads, meta = load_scene(folder / "model")
+    scene, heads, meta = load_scene(SceneFolder(folder).model)
     scene.requires_grad_(False)
     heads.requires_grad_(False)
     target = resolve_device(device)

@@ -31,15 +31,16 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from recon4d.fit.losses import psnr
-from recon4d.fit.preview import colorize_depth, feature_pca
-from recon4d.fit.teachers import to_grid
 from recon4d.io.atomic import atomic_path, write_json
 from recon4d.io.video import write_video
 from recon4d.render.cameras import CameraPath, PathOptions, camera_path, coverage
+from recon4d.render.colorize import colorize_depth, feature_pca
 from recon4d.render.fitted import FittedScene, load_fitted
+from recon4d.render.metrics import psnr
 from recon4d.render.rasterize import rasterize
+from recon4d.scene.heads import to_grid
 from recon4d.scene.model import LATENT_START, RGB
+from recon4d.scene_folder import SceneFolder
 
 OUTPUTS = ("rgb.mp4", "depth.mp4", "features_pca.mp4", "features.safetensors", "cameras.json")
 
@@ -91,7 +92,7 @@ def horizontal_fov(K: torch.Tensor, width: int) -> float:
 
 def _job_key(job: RenderJob, fitted: FittedScene, cams: CameraPath) -> str:
     """Hash of everything a rendered frame depends on (settings, cameras, the model file)."""
-    model = fitted.folder / "model" / "scene.safetensors"
+    model = SceneFolder(fitted.folder).model_tensors
     stat = model.stat()
     blob = json.dumps({"job": {k: v for k, v in asdict(job).items() if k not in ("force", "out", "scene")},
                        "model": [stat.st_size, stat.st_mtime_ns],

@@ -17,10 +17,10 @@ from torch import Tensor, nn
 
 from recon4d.io.atomic import atomic_group, write_json
 from recon4d.scene.gaussians import GaussianSet
+from recon4d.scene.heads import FeatureHead
 from recon4d.scene.model import DynamicScene
 from recon4d.scene.scaffold import MotionScaffold, SkinBinding
-
-SCENE_TENSORS, SCENE_META = "scene.safetensors", "scene.json"
+from recon4d.scene_folder import SCENE_META, SCENE_TENSORS
 
 
 def _skeleton() -> DynamicScene:
@@ -73,8 +73,6 @@ def tensors_checkpoint(path: Path) -> str | None:
 
 
 def load_scene(folder: Path) -> tuple[DynamicScene, nn.ModuleDict, dict[str, Any]]:
-    from recon4d.fit.teachers import FeatureHead
-
     folder = Path(folder)
     meta = json.loads((folder / SCENE_META).read_text())
     tensors = _upgrade(load_file(str(folder / SCENE_TENSORS)))

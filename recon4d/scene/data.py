@@ -1,7 +1,9 @@
-"""SceneData: everything the optimiser reads from a scene folder (frames + priors), as tensors.
+"""SceneData: everything the optimiser and the readers of a fit take from a scene folder
+(frames, priors, teachers, the fit's refined cameras), as tensors.
 
-The folder contract is in ../shared/DESIGN.md; this is its only reader on the fit side,
-so a change of file format touches one module.
+The folder's layout is :mod:`recon4d.scene_folder`; this is the one reader of its frames and
+priors, so a change of file format touches one module. It sits below the fit, so that render,
+export and eval read a folder without importing the optimiser.
 """
 
 from __future__ import annotations
@@ -14,16 +16,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 
-from recon4d.errors import UserError
-from recon4d.fit.cameras import refined_viewmats
 from recon4d.priors.depth import SparseDepth, objects_at_contact_depth
-
-
-class MissingStageError(UserError, RuntimeError):
-    """A scene folder lacks the output of an earlier stage; the message says how to make it."""
+from recon4d.scene.teachers import read_teachers
+from recon4d.scene_folder import MissingStageError, SceneFolder
 
 
 @dataclass
@@ -59,16 +56,12 @@ class SceneData:
         return self.images.shape[2]
 
 
-def _require(path: Path, how: str) -> Path:
+def refined_viewmats(scene: Path) -> Tensor | None:
+    """The cameras the fit refined (``model/cameras.json``, see :mod:`recon4d.fit.cameras`), or None before any fit."""
+    path = SceneFolder(scene).model_cameras
     if not path.exists():
-        raise MissingStageError(f"{path} is missing; {how}")
-    return path
-
-
-def frames_info(scene: Path) -> dict:
-    """``<scene>/frames.json``: fps, size, source (the input path) and source frame indices."""
-    path = Path(scene) / "frames.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+        return None
+    return torch.tensor(json.loads(path.read_text())["viewmats"], dtype=torch.float32)
 
 
 def load_scene_data(scene: Path, cameras: str = "fitted") -> SceneData:
@@ -82,23 +75,21 @@ def load_scene_data(scene: Path, cameras: str = "fitted") -> SceneData:
     if cameras not in ("fitted", "priors"):
         raise ValueError(f"cameras must be 'fitted' or 'priors', not {cameras!r}")
     scene = Path(scene)
+    folder = SceneFolder(scene)
     how = f"run `recon4d fit --video <input> --out {scene.parent} --stop-after priors` first"
-    _require(scene / "frames.json", how)
-    files = sorted((scene / "frames").glob("*.jpg")) or sorted((scene / "frames").glob("*.png"))
+    folder.require(folder.frames_json, how)
+    files = sorted(folder.frames.glob("*.jpg")) or sorted(folder.frames.glob("*.png"))
     if not files:
-        raise MissingStageError(f"no frames in {scene / 'frames'}; {how}")
+        raise MissingStageError(f"no frames in {folder.frames}; {how}")
     images = np.stack([cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB) for f in files])
-    camera = json.loads(_require(scene / "priors" / "camera.json", how).read_text())
-    depth_file = np.load(_require(scene / "priors" / "depth.npz", how))
-    masks = np.load(_require(scene / "priors" / "masks.npz", how))["dynamic"]
+    camera = json.loads(folder.require(folder.camera, how).read_text())
+    depth_file = np.load(folder.require(folder.depth, how))
+    masks = np.load(folder.require(folder.masks, how))["dynamic"]
     depth = depth_file["depth"]
     if "provider" in depth_file.files and str(depth_file["provider"]) == SparseDepth.name:  # objects: background's depth
         depth = objects_at_contact_depth(depth, masks)
-    tracks = np.load(_require(scene / "priors" / "tracks.npz", how))
-    teachers = {
-        f.stem: load_file(str(f))["features"].float()
-        for f in sorted((scene / "priors" / "teachers").glob("*.safetensors"))
-    }
+    tracks = np.load(folder.require(folder.tracks, how))
+    teachers = read_teachers(scene)
     T = images.shape[0]
     fitted = refined_viewmats(scene) if cameras == "fitted" else None
     if fitted is not None and len(fitted) == len(camera["viewmats"]):

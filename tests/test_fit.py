@@ -268,6 +268,17 @@ def test_every_preset_loads_and_auto_follows_the_machine():
     assert resolve_preset("auto") == configs["davis" if torch.cuda.is_available() else "cpu-preview"]
 
 
+def test_a_preset_sets_the_learning_rates(tmp_path, monkeypatch):
+    """``[learning_rates]`` in a preset sets the rates it names; the others keep their defaults."""
+    from recon4d.fit import presets
+    from recon4d.fit.stages import LearningRates
+
+    (tmp_path / "fit_mine.toml").write_text("[learning_rates]\nmeans = 3.2e-4\n")
+    monkeypatch.setattr(presets, "CONFIG_DIR", tmp_path)
+    rates = presets.load_preset("mine").learning_rates
+    assert rates.means == 3.2e-4 and rates == dataclasses.replace(LearningRates(), means=3.2e-4)
+
+
 def test_eval_reads_the_sense_of_a_spin_past_half_a_turn():
     """A 200 deg counter-clockwise spin: its net rotation reads as 160 deg clockwise, the summed steps do not."""
     from recon4d.eval import _turned, _yaw

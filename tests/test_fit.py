@@ -120,8 +120,8 @@ def test_non_finite_loss_rolls_back_and_lowers_lr(fitted_left_scene, tmp_path, m
 
     def poisoned(t):
         calls["n"] += 1
-        loss, stats = real_losses(t)
-        return (loss * float("nan"), stats) if calls["n"] == 9 else (loss, stats)
+        loss, stats, out = real_losses(t)
+        return (loss * float("nan"), stats, out) if calls["n"] == 9 else (loss, stats, out)
 
     monkeypatch.setattr(trainer, "losses", poisoned)
     trainer.run()

@@ -35,7 +35,7 @@ from recon4d.fit.schedule import deck_frame, frame_in_turn, frames_in_turn, held
 from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
 from recon4d.fit.teachers import FeatureHead, to_grid
 from recon4d.fit.topology import arap_edges
-from recon4d.render import rasterize
+from recon4d.render import RenderOutput, rasterize
 from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene_folder import FIT_STAGES as STAGES
@@ -243,9 +243,9 @@ class Trainer:
         huber = F.huber_loss(err, torch.zeros_like(err), delta=0.01, reduction="none")
         return torch.where(keep, huber, 0.0).sum() / keep.sum().clamp(min=1)
 
-    def losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """The step's total loss and its terms (0-d tensors, read on the host only when logged), by the
-        stage's ``objective``."""
+    def losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
+        """The step's total loss, its terms (0-d tensors, read on the host only when logged) and the render
+        they were computed from, by the stage's ``objective``."""
         spec = STAGE_SPECS[self.stage]
         if spec.objective == "motion":
             return self._motion_losses(t)
@@ -253,7 +253,7 @@ class Trainer:
             return self._feature_losses(t)
         return self._photometric_losses(t, spec)
 
-    def _photometric_losses(self, t: int, spec: StageSpec) -> tuple[Tensor, dict[str, Tensor]]:
+    def _photometric_losses(self, t: int, spec: StageSpec) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """Colour, mask and depth against frame t (outside the dynamic masks for a ``masked`` stage), and the
         scaffold's terms when the spec adds them; also the PSNR (a term not in the total)."""
         d, w = self.data, self.cfg.weights
@@ -269,7 +269,6 @@ class Trainer:
             terms["mask"] = w.mask * losses.mask_loss(out.features[0, ..., DYN][..., 0], mask)
         prior = d.depth[t] * (~mask if spec.masked else torch.ones_like(mask))
         terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])
-        self._last_render = out
         if spec.scaffold_terms and len(self.scene.dynamic):
             positions = self.scene.scaffold.node_positions() / self.extent  # scale-free scaffold terms
             terms["track"] = w.track * self._track_loss(t)
@@ -278,9 +277,9 @@ class Trainer:
             terms["acc"] = w.acceleration * acc + w.velocity * vel
         total = sum(terms.values())
         terms["psnr"] = losses.psnr(out.features[0, ..., RGB].detach(), image)
-        return total, terms
+        return total, terms, out
 
-    def _feature_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
+    def _feature_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """Each teacher's features at frame t against its head's decoding of the rendered latent."""
         d, w = self.data, self.cfg.weights
         out = self.render(t, with_latent=True)
@@ -290,7 +289,7 @@ class Trainer:
             target = teacher[t]
             pred = self.heads[name](to_grid(latent, target.shape[0], target.shape[1]))
             terms[f"feat_{name}"] = w.feature * losses.l1_ssim(pred, target)
-        return sum(terms.values()), terms
+        return sum(terms.values()), terms, out
 
     def _arap_edges(self) -> Tensor:
         """The scaffold's ARAP pairs; a scene saved before they were stored gets them from its trajectories."""
@@ -300,7 +299,7 @@ class Trainer:
                                              self.cfg.init.arap_levels)
         return scaffold.arap_edges
 
-    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
+    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """The ``motion`` stage's terms for frame t (see :mod:`recon4d.fit.motion`); all depend on frame t's
         node transforms only."""
         d, w, ref = self.data, self.cfg.weights, self.scene.reference_frame
@@ -314,7 +313,7 @@ class Trainer:
                  "track": w.track * self._track_loss(t),
                  "arap": w.arap * losses.arap_loss(positions, self._arap_edges(), 0),
                  "depth": w.motion_depth * losses.depth_loss(out.depth[0, ..., 0], d.depth[t] * mask, alpha)}
-        return sum(terms.values()), terms
+        return sum(terms.values()), terms, out
 
     def _checked_record(self, loss: Tensor, terms: dict[str, Tensor]) -> dict[str, float]:
         """The loss and its terms as floats, after checking that every loss since the last check and every
@@ -401,9 +400,9 @@ class Trainer:
         t = self._frame(spec)
         self.optimizer.zero_grad(set_to_none=True)
         with trusted_inputs():  # the kernels' value checks would read the device; _checked_record covers them
-            loss, terms = self.losses(t)
-            if spec.densifies:
-                self._last_render.meta["means2d"].retain_grad()
+            loss, terms, out = self.losses(t)
+            if spec.densifies:  # the densifier reads the render's screen-space gradients
+                out.meta["means2d"].retain_grad()
             loss.backward()
             self._decay_lr(n)
             self.optimizer.step()
@@ -418,7 +417,7 @@ class Trainer:
                 self._rollback(str(exc))
                 return
         if spec.densifies:
-            changed = self.densifier.observe_and_refine(self.scene, self._last_render, self.step, n)
+            changed = self.densifier.observe_and_refine(self.scene, out, self.step, n)
             if changed and self.cfg.densify.keep_optimizer_state:
                 self._carry_optimizer_state(self.densifier.rows)
             elif changed:

@@ -118,19 +118,20 @@ def param_groups(spec: StageSpec, scene: DynamicScene, heads: nn.ModuleDict, pos
                  camera_stage_lr: float) -> list[dict]:
     """Adam parameter groups of a stage: its families' groups in order (params, base rate, ``decays`` for
     the groups ``Trainer`` decays), every rate times ``lr`` (the run's scale, halved by a rollback), empty
-    groups left out."""
-    nodes = scene.scaffold
+    groups left out. ``Trainer`` passes ``camera_lr`` already times ``lr``, so the pose corrections get the
+    scale twice (a rollback that halves ``lr`` quarters theirs); kept as it is, since it decides the results."""
+    scaffold = scene.scaffold
     families = {
         "static_gaussians": lambda: _gaussians(scene.static, rates, extent),
         "dynamic_gaussians": lambda: _gaussians(scene.dynamic, rates, extent),
-        "nodes": lambda: [dict(params=[nodes.node_quats], lr=rates.node_rotations, decays=True),
-                          dict(params=[nodes.node_offsets], lr=rates.node_offsets * extent, decays=True),
+        "nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.node_rotations, decays=True),
+                          dict(params=[scaffold.node_offsets], lr=rates.node_offsets * extent, decays=True),
                           dict(params=[scene.binding.correction], lr=rates.skin_correction)],
-        "motion_nodes": lambda: [dict(params=[nodes.node_quats], lr=rates.motion_node_rotations),
-                                 dict(params=[nodes.node_offsets], lr=rates.motion_node_offsets * extent)],
+        "motion_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.motion_node_rotations),
+                                 dict(params=[scaffold.node_offsets], lr=rates.motion_node_offsets * extent)],
         "camera_corrections": lambda: [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else [],
         "camera_poses": lambda: [dict(params=[poses.delta], lr=camera_stage_lr)],
-        "feature_field": lambda: [dict(params=[scene.static.latents, nodes.latents], lr=rates.latents),
+        "feature_field": lambda: [dict(params=[scene.static.latents, scaffold.latents], lr=rates.latents),
                                   dict(params=list(heads.parameters()), lr=rates.feature_heads)],
     }
     groups = [g for family in spec.groups for g in families[family]()]

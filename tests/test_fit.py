@@ -121,8 +121,8 @@ def test_non_finite_loss_rolls_back_and_lowers_lr(fitted_left_scene, tmp_path, m
 
     def poisoned(t):
         calls["n"] += 1
-        loss, stats = real_losses(t)
-        return (loss * float("nan"), stats) if calls["n"] == 9 else (loss, stats)
+        loss, stats, out = real_losses(t)
+        return (loss * float("nan"), stats, out) if calls["n"] == 9 else (loss, stats, out)
 
     monkeypatch.setattr(trainer, "losses", poisoned)
     trainer.run()
@@ -267,6 +267,17 @@ def test_every_preset_loads_and_auto_follows_the_machine():
     assert {"cpu-preview", "davis", "quality", "test"} <= set(available())
     configs = {name: load_preset(name) for name in available()}
     assert resolve_preset("auto") == configs["davis" if torch.cuda.is_available() else "cpu-preview"]
+
+
+def test_a_preset_sets_the_learning_rates(tmp_path, monkeypatch):
+    """``[learning_rates]`` in a preset sets the rates it names; the others keep their defaults."""
+    from recon4d.fit import presets
+    from recon4d.fit.stages import LearningRates
+
+    (tmp_path / "fit_mine.toml").write_text("[learning_rates]\nmeans = 3.2e-4\n")
+    monkeypatch.setattr(presets, "CONFIG_DIR", tmp_path)
+    rates = presets.load_preset("mine").learning_rates
+    assert rates.means == 3.2e-4 and rates == dataclasses.replace(LearningRates(), means=3.2e-4)
 
 
 def test_eval_reads_the_sense_of_a_spin_past_half_a_turn():

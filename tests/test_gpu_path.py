@@ -102,8 +102,8 @@ def test_a_gpu_fit_catches_a_nan_and_rolls_back(fitted_left_scene, tmp_path, mon
 
         def poisoned(t):
             calls["n"] += 1
-            loss, terms = real_losses(t)
-            return (loss * float("nan"), terms) if calls["n"] == 6 else (loss, terms)
+            loss, terms, out = real_losses(t)
+            return (loss * float("nan"), terms, out) if calls["n"] == 6 else (loss, terms, out)
 
         monkeypatch.setattr(trainer, "losses", poisoned)
         trainer.run()

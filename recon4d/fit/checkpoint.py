@@ -1,7 +1,8 @@
-"""The files of a fit's checkpoint, and how a checkpoint a kill split between two saves is made whole.
+"""A fit's checkpoint: its files, writing and reading them, and making whole a checkpoint a kill split
+between two saves.
 
-``Trainer.save`` writes the parts with :func:`recon4d.io.atomic.atomic_group`, each tagged with one
-checkpoint id; ``Trainer.load`` calls :func:`complete_checkpoint` before reading them.
+``Trainer.save`` writes the parts with :func:`write_checkpoint`, each tagged with one checkpoint id;
+``Trainer.load`` reads them with :func:`read_checkpoint`, which first calls :func:`complete_checkpoint`.
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ import json
 import os
 from pathlib import Path
 
+import torch
 from safetensors import SafetensorError
+from torch import Tensor, nn
 
 from recon4d.errors import UserError
-from recon4d.io.atomic import staged_path
-from recon4d.scene.state import tensors_checkpoint
+from recon4d.fit.cameras import PoseRefinement
+from recon4d.io.atomic import atomic_group, staged_path
+from recon4d.scene import DynamicScene
+from recon4d.scene.state import load_scene, tensors_checkpoint, write_scene
 from recon4d.scene_folder import CAMERAS_FILE, OPTIMIZER_FILE, SCENE_META, SCENE_TENSORS
 
 
@@ -68,3 +73,44 @@ def complete_checkpoint(model_dir: Path, newest: str | None) -> None:
                                   f"{name}: {found}) and no staged {name} completes it; delete {model_dir} to fit "
                                   f"from the start")
         os.replace(staged_path(path), path)
+
+
+def write_checkpoint(model_dir: Path, checkpoint: str, state: dict, poses: PoseRefinement, K: Tensor,
+                     base_viewmats: Tensor, scene: DynamicScene, heads: nn.ModuleDict, meta: dict) -> None:
+    """Write the parts (``CHECKPOINT_FILES``) to staged names, then rename them into place
+    (``atomic_group``), all tagged with the id ``checkpoint``: ``state`` (optimiser, densification
+    statistics, RNG) to optimizer.pt, the pose corrections, the scene and heads with ``meta``."""
+    parts = [model_dir / name for name in CHECKPOINT_FILES]
+    with atomic_group(parts) as (state_file, cameras, tensors, scene_meta):
+        torch.save({"checkpoint": checkpoint, **state}, state_file)
+        poses.save(cameras, K, base_viewmats, checkpoint)
+        write_scene(tensors, scene_meta, scene, heads, meta)
+
+
+def read_checkpoint(model_dir: Path, frames: int) -> tuple[dict, DynamicScene, nn.ModuleDict, PoseRefinement, dict]:
+    """The checkpoint in ``model_dir``, first made whole (``complete_checkpoint``): optimizer.pt's state,
+    the scene, the heads, the pose corrections of ``frames`` frames and the scene's meta, all on the CPU."""
+    # The state is read to the CPU whatever device wrote it (a GPU fit resumes on a laptop); the optimiser's
+    # load_state_dict moves its moments to the parameters' device.
+    state = torch.load(model_dir / CHECKPOINT_FILES[0], weights_only=False, map_location="cpu")
+    complete_checkpoint(model_dir, state.get("checkpoint"))
+    scene, heads, meta = load_scene(model_dir)
+    poses = PoseRefinement(frames)
+    poses.load(model_dir / CAMERAS_FILE)
+    return state, scene, heads, poses, meta
+
+
+def rng_states(device: torch.device) -> dict[str, Tensor]:
+    """The generators a step may draw from (the split offsets of densification): the CPU's and, when the
+    fit runs on a GPU, the device's, since the offsets are drawn where the Gaussians are."""
+    states = {"torch_rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        states["cuda_rng"] = torch.cuda.get_rng_state(device)
+    return states
+
+
+def restore_rng(state: dict, device: torch.device) -> None:
+    """Set the generators ``rng_states`` saved in ``state`` (the device's only when it is a GPU again)."""
+    torch.set_rng_state(state["torch_rng"])
+    if "cuda_rng" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda_rng"], device)

@@ -1,13 +1,6 @@
 """The optimisation loop of ``recon4d fit``: staged, checkpointed, resumable, NaN-safe.
 
-Stages, in order (each a number of steps; 0 skips it):
-  static    background Gaussians alone, on pixels outside the dynamic masks
-  scaffold  node transforms from track reprojection + ARAP/velocity/acceleration + RGB
-  motion    each frame's node transforms alone, in turn, against its dynamic mask (silhouette, colour)
-  joint     everything geometric and photometric, with densification and pruning
-  cameras   each frame's pose correction alone, in turn, against the fitted scene (static pixels)
-  settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
-  features  latents and decoder heads distilled from the teachers (geometry frozen)
+The stages, each a number of steps (0 skips it), are data: :mod:`recon4d.fit.stages`.
 
 A checkpoint (scene + cameras + optimiser + densification statistics + RNG + stage/step)
 is written every ``checkpoint_every`` steps, at every stage end and on Ctrl-C, its files
@@ -18,7 +11,6 @@ learning rate halved, and says so.
 
 from __future__ import annotations
 
-import random
 import secrets
 import sys
 import time
@@ -35,22 +27,19 @@ from cuda_ext.checks import trusted_inputs
 from recon4d.device import check_gpu_path, resolve_device
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement
-from recon4d.fit.checkpoint import CHECKPOINT_FILES, complete_checkpoint
+from recon4d.fit.checkpoint import read_checkpoint, restore_rng, rng_states, write_checkpoint
 from recon4d.fit.densify import DensifyConfig, Densifier
 from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
+from recon4d.fit.schedule import deck_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
+from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
 from recon4d.fit.topology import arap_edges
-from recon4d.io.atomic import atomic_group
-from recon4d.render import rasterize
+from recon4d.render import RenderOutput, rasterize
 from recon4d.render.metrics import psnr
-from recon4d.scene import DynamicScene
 from recon4d.scene.data import SceneData
 from recon4d.scene.heads import FeatureHead, to_grid
 from recon4d.scene.model import DYN, LATENT_START, RGB
 from recon4d.scene.scaffold import SkinBinding
-from recon4d.scene.state import load_scene, write_scene
-from recon4d.scene_folder import CAMERAS_FILE
 from recon4d.scene_folder import FIT_STAGES as STAGES
-FINAL_LR = 0.01  # the rate of positions and node transforms at the end of a stage, relative to its start
 
 
 @dataclass
@@ -80,10 +69,8 @@ class LossWeights:
     acceleration: float = 4.0
     silhouette: float = 1.0
     motion_depth: float = 1.0
-    """Depth term of the ``motion`` stage (relative L1 on the mask). Its other terms (silhouette, colour,
-    tracks) are all image-plane, so without it each frame's nodes slid along the line of sight: on fitted
-    synth pairs with exact depth, straight paths read as 13-24 deg turns; with it, held-out seeds 27-31
-    went from 99.0% to 100% right (702 questions). Horsejump-high: 27.72 -> 27.60 dB (min 25.99 -> 26.14)."""
+    """Depth term of the ``motion`` stage (relative L1 on the mask): its other terms are all image-plane, and
+    without it each frame's nodes slide along the line of sight (docs/decisions.md)."""
     feature: float = 1.0
 
 
@@ -95,6 +82,7 @@ class FitConfig:
     densify: DensifyConfig = field(default_factory=DensifyConfig)
     latent_dim: int = 32
     """Channels of the feature-field latent (used only when the scene has teachers)."""
+    learning_rates: LearningRates = field(default_factory=LearningRates)
     lr_scale: float = 1.0
     checkpoint_every: int = 200
     check_every: int = 10
@@ -109,8 +97,7 @@ class FitConfig:
     """Where to optimise: auto (cuda when available), cpu, cuda, cuda:N."""
     camera_lr: float = 1e-4
     """Learning rate of the per-frame pose corrections (static and joint stages); 0 keeps the priors' cameras
-    (and skips the ``cameras`` stage).
-    Kept small: on DAVIS blackswan, whose solved cameras reproject to 0.4 px, 1e-3 cost 2 dB, 1e-4 is neutral."""
+    (and skips the ``cameras`` stage). Kept small: larger rates fit pose jitter (docs/decisions.md)."""
     camera_stage_lr: float = 6e-4
     """Learning rate of the ``cameras`` stage, where one frame's pose moves at a time against fixed Gaussians."""
     holdout_every: int = 0
@@ -118,51 +105,8 @@ class FitConfig:
     correction is interpolated from its neighbours', and its PSNR measures the 4D model, not memorising."""
 
 
-def held_out_frames(frames: int, every: int) -> frozenset[int]:
-    """The frames ``holdout_every`` keeps out of the fit (none when ``every`` is 0 or leaves too few)."""
-    if every <= 1 or frames < 2 * every:
-        return frozenset()
-    return frozenset(range(every // 2, frames, every))
-
-
 class NonFiniteError(RuntimeError):
     pass
-
-
-def _stage_params(scene: DynamicScene, heads: nn.ModuleDict, poses: PoseRefinement, stage: str, extent: float,
-                  lr: float, camera_lr: float, camera_stage_lr: float) -> list[dict]:
-    """Adam parameter groups of a stage (gsplat-like rates, positions scaled by scene extent)."""
-    def gaussians(gs, with_pos=True):
-        groups = [dict(params=[gs.log_scales], lr=5e-3), dict(params=[gs.quats], lr=1e-3),
-                  dict(params=[gs.opacity_logits], lr=5e-2), dict(params=[gs.color_logits], lr=1e-2)]
-        if with_pos:  # decayed over the stage (FINAL_LR), as gsplat decays it over its run
-            groups.append(dict(params=[gs.means], lr=1.6e-4 * extent, decays=True))
-        return groups
-
-    nodes = [dict(params=[scene.scaffold.node_quats], lr=2e-3, decays=True),
-             dict(params=[scene.scaffold.node_offsets], lr=1e-3 * extent, decays=True),
-             dict(params=[scene.binding.correction], lr=1e-2)]
-    cameras = [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else []
-    if stage == "static":
-        groups = gaussians(scene.static) + cameras
-    elif stage == "cameras":
-        groups = [dict(params=[poses.delta], lr=camera_stage_lr)]
-    elif stage == "scaffold":
-        groups = nodes
-    elif stage == "motion":
-        groups = [dict(params=[scene.scaffold.node_quats], lr=5e-3),
-                  dict(params=[scene.scaffold.node_offsets], lr=5e-3 * extent)]
-    elif stage == "joint":
-        groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes + cameras
-    elif stage == "settle":
-        groups = gaussians(scene.static) + gaussians(scene.dynamic) + nodes
-    else:
-        groups = [dict(params=[scene.static.latents, scene.scaffold.latents], lr=2e-2),
-                  dict(params=list(heads.parameters()), lr=2e-3)]
-    for g in groups:
-        g["lr"] *= lr
-        g["initial_lr"] = g["lr"]
-    return [g for g in groups if any(p.numel() for p in g["params"])]
 
 
 class Trainer:
@@ -201,7 +145,7 @@ class Trainer:
         self.poses.to(self.device)
 
     def _setup_stage(self) -> None:
-        if self.stage == "cameras":  # the fitted Gaussians hold the world frame from here on: frame 0 may move too
+        if STAGE_SPECS[self.stage].releases_first_camera:
             self.poses.release_first()
         self._new_optimizer()
         self.densifier = Densifier(self.cfg.densify, self.extent)
@@ -225,48 +169,28 @@ class Trainer:
                 self.optimizer.state[p_new] = state
 
     def _new_optimizer(self) -> None:
-        groups = _stage_params(self.scene, self.heads, self.poses, self.stage, self.extent, self.lr,
-                               self.cfg.camera_lr * self.lr, self.cfg.camera_stage_lr)
+        groups = param_groups(STAGE_SPECS[self.stage], self.scene, self.heads, self.poses, self.cfg.learning_rates,
+                              self.extent, self.lr, self.cfg.camera_lr * self.lr, self.cfg.camera_stage_lr)
         self.optimizer = torch.optim.Adam(groups, eps=1e-15)
 
     # ---- checkpoints --------------------------------------------------------------------
     def save(self, note: str = "") -> None:
-        """Write a checkpoint: everything a step reads that the steps before it changed.
-
-        The parts (``CHECKPOINT_FILES``) are written to staged names, then renamed into
-        place (``atomic_group``), all tagged with one checkpoint id: stage, step and a
-        random part that tells apart two saves at the same step (a fit started afresh in
-        the same folder). ``load`` checks the ids and completes a save split by a kill.
-        """
+        """Write a checkpoint: everything a step reads that the steps before it changed (see
+        :func:`~recon4d.fit.checkpoint.write_checkpoint`), tagged with one checkpoint id: stage, step and a
+        random part that tells apart two saves at the same step (a fit started afresh in the same folder)."""
         checkpoint = f"{self.stage}/{self.step}/{secrets.token_hex(4)}"
         meta = {"stage": self.stage, "step": self.step, "lr_scale": self.lr, "config": asdict(self.cfg),
                 "extent": self.extent, "history": self.history[-50:], "stage_seconds": self.stage_seconds,
                 "versions": {"torch": torch.__version__},
                 "complete": self.stage == "done", "note": note, "checkpoint": checkpoint}
-        parts = [self.model_dir / name for name in CHECKPOINT_FILES]
-        with atomic_group(parts) as (state, cameras, tensors, scene_meta):
-            torch.save({"checkpoint": checkpoint, "optimizer": self.optimizer.state_dict(),
-                        "densifier": self.densifier.state_dict(), **self._rng_states()}, state)
-            self.poses.save(cameras, self.data.K, self.data.viewmats, checkpoint)
-            write_scene(tensors, scene_meta, self.scene, self.heads, meta)
-
-    def _rng_states(self) -> dict[str, Tensor]:
-        """The generators a step may draw from (the split offsets of densification): the CPU's and, when the
-        fit runs on a GPU, the device's, since the offsets are drawn where the Gaussians are."""
-        states = {"torch_rng": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            states["cuda_rng"] = torch.cuda.get_rng_state(self.device)
-        return states
+        state = {"optimizer": self.optimizer.state_dict(), "densifier": self.densifier.state_dict(),
+                 **rng_states(self.device)}
+        write_checkpoint(self.model_dir, checkpoint, state, self.poses, self.data.K, self.data.viewmats,
+                         self.scene, self.heads, meta)
 
     def load(self) -> None:
-        """Continue from the checkpoint in ``model_dir``, first made whole (``complete_checkpoint``)."""
-        # The state is read to the CPU whatever device wrote it (a GPU fit resumes on a laptop); the optimiser's
-        # load_state_dict moves its moments to the parameters' device.
-        state = torch.load(self.model_dir / CHECKPOINT_FILES[0], weights_only=False, map_location="cpu")
-        complete_checkpoint(self.model_dir, state.get("checkpoint"))
-        self.scene, self.heads, meta = load_scene(self.model_dir)
-        self.poses = PoseRefinement(self.data.frames)
-        self.poses.load(self.model_dir / CAMERAS_FILE)
+        """Continue from the checkpoint in ``model_dir`` (:func:`~recon4d.fit.checkpoint.read_checkpoint`)."""
+        state, self.scene, self.heads, self.poses, meta = read_checkpoint(self.model_dir, self.data.frames)
         self._to_device()
         self.stage, self.step, self.lr = meta["stage"], meta["step"], meta["lr_scale"]
         self.history = meta.get("history", [])
@@ -276,9 +200,7 @@ class Trainer:
         self._setup_stage()
         self.optimizer.load_state_dict(state["optimizer"])
         self.densifier.load_state_dict({k: v.to(self.device) for k, v in state.get("densifier", {}).items()})
-        torch.set_rng_state(state["torch_rng"])
-        if "cuda_rng" in state and self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        restore_rng(state, self.device)
 
     # ---- one step -----------------------------------------------------------------------
     def viewmat(self, t: int) -> Tensor:
@@ -322,43 +244,53 @@ class Trainer:
         huber = F.huber_loss(err, torch.zeros_like(err), delta=0.01, reduction="none")
         return torch.where(keep, huber, 0.0).sum() / keep.sum().clamp(min=1)
 
-    def losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """The step's total loss and its terms (0-d tensors, read on the host only when logged)."""
-        d, w, stage = self.data, self.cfg.weights, self.stage
+    def losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
+        """The step's total loss, its terms (0-d tensors, read on the host only when logged) and the render
+        they were computed from, by the stage's ``objective``."""
+        spec = STAGE_SPECS[self.stage]
+        if spec.objective == "motion":
+            return self._motion_losses(t)
+        if spec.objective == "features":
+            return self._feature_losses(t)
+        return self._photometric_losses(t, spec)
+
+    def _photometric_losses(self, t: int, spec: StageSpec) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
+        """Colour, mask and depth against frame t (outside the dynamic masks for a ``masked`` stage), and the
+        scaffold's terms when the spec adds them; also the PSNR (a term not in the total)."""
+        d, w = self.data, self.cfg.weights
         image, mask = d.images[t], d.dynamic_mask[t]
         terms: dict[str, Tensor] = {}
-        if stage == "motion":
-            return self._motion_losses(t)
-        if stage == "features":
-            out = self.render(t, with_latent=True)
-            latent = out.features[0, ..., LATENT_START:]
-            for name, teacher in d.teachers.items():
-                target = teacher[t]
-                pred = self.heads[name](to_grid(latent, target.shape[0], target.shape[1]))
-                terms[f"feat_{name}"] = w.feature * losses.l1_ssim(pred, target)
+        out = self.render(t, static_only=spec.static_only)
+        rgb = out.features[0, ..., RGB]
+        if spec.masked:
+            keep = (~mask)[..., None].float()
+            terms["rgb"] = w.rgb * losses.l1_ssim(rgb * keep, image * keep)
         else:
-            static_only, masked = stage == "static", stage in ("static", "cameras")
-            out = self.render(t, static_only=static_only)
-            rgb = out.features[0, ..., RGB]
-            if masked:
-                keep = (~mask)[..., None].float()
-                terms["rgb"] = w.rgb * losses.l1_ssim(rgb * keep, image * keep)
-            else:
-                terms["rgb"] = w.rgb * losses.l1_ssim(rgb, image)
-                terms["mask"] = w.mask * losses.mask_loss(out.features[0, ..., DYN][..., 0], mask)
-            prior = d.depth[t] * (~mask if masked else torch.ones_like(mask))
-            terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])
-            self._last_render = out
-        if stage in ("scaffold", "joint", "settle") and len(self.scene.dynamic):
+            terms["rgb"] = w.rgb * losses.l1_ssim(rgb, image)
+            terms["mask"] = w.mask * losses.mask_loss(out.features[0, ..., DYN][..., 0], mask)
+        prior = d.depth[t] * (~mask if spec.masked else torch.ones_like(mask))
+        terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])
+        if spec.scaffold_terms and len(self.scene.dynamic):
             positions = self.scene.scaffold.node_positions() / self.extent  # scale-free scaffold terms
             terms["track"] = w.track * self._track_loss(t)
             terms["arap"] = w.arap * losses.arap_loss(positions, self._arap_edges(), self.scene.reference_frame)
             vel, acc = losses.smoothness_loss(positions)
             terms["acc"] = w.acceleration * acc + w.velocity * vel
         total = sum(terms.values())
-        if stage != "features":
-            terms["psnr"] = psnr(out.features[0, ..., RGB].detach(), image)
-        return total, terms
+        terms["psnr"] = psnr(out.features[0, ..., RGB].detach(), image)
+        return total, terms, out
+
+    def _feature_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
+        """Each teacher's features at frame t against its head's decoding of the rendered latent."""
+        d, w = self.data, self.cfg.weights
+        out = self.render(t, with_latent=True)
+        latent = out.features[0, ..., LATENT_START:]
+        terms: dict[str, Tensor] = {}
+        for name, teacher in d.teachers.items():
+            target = teacher[t]
+            pred = self.heads[name](to_grid(latent, target.shape[0], target.shape[1]))
+            terms[f"feat_{name}"] = w.feature * losses.l1_ssim(pred, target)
+        return sum(terms.values()), terms, out
 
     def _arap_edges(self) -> Tensor:
         """The scaffold's ARAP pairs; a scene saved before they were stored gets them from its trajectories."""
@@ -368,7 +300,7 @@ class Trainer:
                                              self.cfg.init.arap_levels)
         return scaffold.arap_edges
 
-    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor]]:
+    def _motion_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """The ``motion`` stage's terms for frame t (see :mod:`recon4d.fit.motion`); all depend on frame t's
         node transforms only."""
         d, w, ref = self.data, self.cfg.weights, self.scene.reference_frame
@@ -382,7 +314,7 @@ class Trainer:
                  "track": w.track * self._track_loss(t),
                  "arap": w.arap * losses.arap_loss(positions, self._arap_edges(), 0),
                  "depth": w.motion_depth * losses.depth_loss(out.depth[0, ..., 0], d.depth[t] * mask, alpha)}
-        return sum(terms.values()), terms
+        return sum(terms.values()), terms, out
 
     def _checked_record(self, loss: Tensor, terms: dict[str, Tensor]) -> dict[str, float]:
         """The loss and its terms as floats, after checking that every loss since the last check and every
@@ -407,18 +339,19 @@ class Trainer:
         return sum(self._stage_steps(s) for s in STAGES)
 
     def _stage_steps(self, stage: str) -> int:
-        n = getattr(self.cfg.steps, stage)
-        if stage == "features" and not self.data.teachers:
+        """The steps ``stage`` runs: its ``StageSteps`` (per frame for a per-frame stage), 0 when it is skipped."""
+        spec, n = STAGE_SPECS[stage], getattr(self.cfg.steps, stage)
+        if (spec.needs_teachers and not self.data.teachers) or (spec.needs_camera_lr and self.cfg.camera_lr == 0) \
+                or (spec.needs_dynamic and len(self.scene.dynamic) == 0) \
+                or (spec.needs_dynamic_mask and not self.data.dynamic_mask.any()):
             return 0
-        if stage == "scaffold" and len(self.scene.dynamic) == 0:
-            return 0
-        if stage == "motion" and (len(self.scene.dynamic) == 0 or not self.data.dynamic_mask.any()):
-            return 0
-        if stage in ("cameras", "settle") and self.cfg.camera_lr == 0:  # the priors' cameras are kept: nothing to do
-            return 0
-        if stage in ("cameras", "motion"):  # per frame; the motion stage skips the reference frame (the canonical space)
-            return n * len(self._frames_in_turn(None if stage == "cameras" else self.scene.reference_frame))
+        if spec.per_frame:
+            return n * len(frames_in_turn(self.train_frames, self._skipped_frame(spec)))
         return n
+
+    def _skipped_frame(self, spec: StageSpec) -> int | None:
+        """The frame a per-frame stage leaves out (the reference frame, when the spec says so)."""
+        return self.scene.reference_frame if spec.skips_reference else None
 
     def run(self, stop_after: str | None = None) -> None:
         """Optimise until done, or until the stage ``stop_after`` has finished (resumable later)."""
@@ -464,17 +397,13 @@ class Trainer:
         self.stage_seconds[self.stage] = self.stage_seconds.get(self.stage, 0.0) + time.perf_counter() - started
 
     def _step(self, n: int) -> None:
-        if self.stage == "cameras":  # frames in turn, each from a fresh optimiser state (see _frame_in_turn)
-            t = self._frame_in_turn(self.cfg.steps.cameras, skip=None)
-        elif self.stage == "motion":
-            t = self._frame_in_turn(self.cfg.steps.motion, skip=self.scene.reference_frame)
-        else:
-            t = self._frame_from_deck()
+        spec = STAGE_SPECS[self.stage]
+        t = self._frame(spec)
         self.optimizer.zero_grad(set_to_none=True)
         with trusted_inputs():  # the kernels' value checks would read the device; _checked_record covers them
-            loss, terms = self.losses(t)
-            if self.stage == "joint":
-                self._last_render.meta["means2d"].retain_grad()
+            loss, terms, out = self.losses(t)
+            if spec.densifies:  # the densifier reads the render's screen-space gradients
+                out.meta["means2d"].retain_grad()
             loss.backward()
             self._decay_lr(n)
             self.optimizer.step()
@@ -488,8 +417,8 @@ class Trainer:
             except NonFiniteError as exc:
                 self._rollback(str(exc))
                 return
-        if self.stage == "joint":
-            changed = self.densifier.observe_and_refine(self.scene, self._last_render, self.step, n)
+        if spec.densifies:
+            changed = self.densifier.observe_and_refine(self.scene, out, self.step, n)
             if changed and self.cfg.densify.keep_optimizer_state:
                 self._carry_optimizer_state(self.densifier.rows)
             elif changed:
@@ -502,52 +431,21 @@ class Trainer:
 
     def _decay_lr(self, n: int) -> None:
         """Exponential decay of the groups flagged ``decays`` (Gaussian positions, node transforms) over a stage,
-        to ``FINAL_LR`` of their start.
-
-        Why: at a constant rate the positions keep jittering around their optimum from
-        one frame's gradient to the next, and the last steps leave that jitter in the
-        model as blur; gsplat decays the same rate a hundredfold over its run. The
-        node transforms jitter the same way, and worse: a step sees one frame, so a
-        frame's row of them is moved by stale Adam moments between its own steps; at a
-        constant rate their trajectories wandered further the longer the fit ran
-        (synthetic tiny scene, computed priors, joint 2000 + settle 800: node paths 0.25
-        -> 4.3, training PSNR 47.6 -> 33.3 dB; with the decay 44.8 dB)."""
+        to ``FINAL_LR`` of their start: at a constant rate they jitter around their optimum from one frame's
+        gradient to the next and the last steps leave that jitter in the model (docs/decisions.md)."""
         for g in self.optimizer.param_groups:
             if g.get("decays"):
                 g["lr"] = g["initial_lr"] * FINAL_LR ** (self.step / max(n, 1))
 
-    def _frame_from_deck(self) -> int:
-        """The frame of a whole-scene step: every frame once per round of T steps, in a fresh shuffled order
-        each round, the order a function of (seed, stage, round) so that a resumed run draws the same frames.
-
-        Why not a uniform draw per step: over a thousand steps on 50 frames that gives
-        some frames half as many updates as others (binomial spread), and those
-        frames end blurrier; a shuffled deck keeps the count equal and the order random.
-        """
-        order = list(self.train_frames)
-        T = len(order)
-        random.Random(f"{self.cfg.seed}/{self.stage}/{self.step // T}").shuffle(order)
-        return order[self.step % T]
-
-    def _frame_in_turn(self, per_frame: int, skip: int | None) -> int:
-        """The frame a per-frame stage (``cameras``, ``motion``) works on at this step, every frame but
-        ``skip`` in order; the optimiser state is reset when a new frame starts.
-
-        Why one frame at a time: a training step sees one frame, so with the whole
-        ``[T, 6]`` correction in one Adam, each frame's row gets a gradient once
-        every T steps and is otherwise carried by stale momentum; in the static and
-        joint stages that leaves a frame a dozen real updates (blackswan: 0.4 px
-        solved cameras, yet single frames 2-3 dB below their neighbours from pose
-        jitter). Here each frame gets ``per_frame`` consecutive updates of its
-        own, and clearing the state between frames makes the rows of the others
-        stand still (zero gradient, zero moments: zero update).
-        """
-        if self.step % per_frame == 0:
+    def _frame(self, spec: StageSpec) -> int:
+        """The frame this step works on (see :mod:`recon4d.fit.schedule`); a per-frame stage starts each of its
+        frames from a fresh optimiser state, so that the other frames' rows stand still."""
+        if not spec.per_frame:
+            return deck_frame(self.train_frames, self.cfg.seed, self.stage, self.step)
+        per_frame = getattr(self.cfg.steps, self.stage)
+        if starts_frame(per_frame, self.step):
             self.optimizer.state.clear()
-        return self._frames_in_turn(skip)[self.step // per_frame]
-
-    def _frames_in_turn(self, skip: int | None) -> list[int]:
-        return [t for t in self.train_frames if t != skip]
+        return frame_in_turn(self.train_frames, self._skipped_frame(spec), per_frame, self.step)
 
     def _rollback(self, reason: str) -> None:
         lr = self.lr * 0.5

@@ -60,6 +60,7 @@ from scipy.sparse import coo_matrix, csr_matrix
 
 from recon4d.errors import UserError
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
+from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
 from recon4d.priors.camera_sanity import implausibility
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
@@ -136,22 +137,6 @@ def fov_to_focal(fov_deg: float, W: int) -> float:
     return 0.5 * W / math.tan(math.radians(fov_deg) / 2)
 
 
-@dataclass
-class _Problem:
-    """Observations of the selected tracks, in the layout the residual function wants."""
-
-    T: int
-    W: int
-    H: int
-    sel: np.ndarray  # [P] index of each selected track among all tracks
-    ref: np.ndarray  # [P] reference frame of each track
-    ref_xy: np.ndarray  # [P, 2]
-    obs_t: np.ndarray  # [M] frame of each observation
-    obs_p: np.ndarray  # [M] track of each observation
-    obs_xy: np.ndarray  # [M, 2]
-    prior_inv: np.ndarray | None = None  # [P] inverse depth of the prior at the reference pixel
-
-
 class CameraSolver:
     """See the module docstring; the knobs are the fields of :class:`CameraOptions`."""
 
@@ -169,14 +154,14 @@ class CameraSolver:
         opt = self.opt
         T, P = vis.shape
         usable = candidate & (vis.sum(0) >= 3)
-        motion = _track_motion(xy, vis)
+        motion = track_motion(xy, vis)
         if usable.sum() < 8:
             raise CameraSolveError(f"camera: only {usable.sum()} usable static tracks (the video is too short or "
                                    f"textureless); {WHAT_TO_TRY}")
         if np.median(motion[usable]) < opt.static_px:
             return self._static(T, W, H, usable, motion)
-        sel = _subsample(np.flatnonzero(usable), xy, vis, opt.max_ba_tracks, W, H)
-        problem = lambda tracks: _problem(xy, vis, tracks, W, H, prior_depth)  # noqa: E731
+        sel = subsample_tracks(np.flatnonzero(usable), xy, vis, opt.max_ba_tracks, W, H)
+        problem = lambda tracks: build_problem(xy, vis, tracks, W, H, prior_depth)  # noqa: E731
         prob = problem(sel)
         choice = select_model(xy, vis, usable, W)
         rotation = choice.kind == "rotation"
@@ -216,7 +201,7 @@ class CameraSolver:
                           "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=2)
         return best
 
-    def _solve_from(self, start, problem, prob: _Problem, P, usable, motion, info, rotation: bool) -> CameraResult:
+    def _solve_from(self, start, problem, prob: BundleProblem, P, usable, motion, info, rotation: bool) -> CameraResult:
         """FoV search (unless the FoV is given), adjustment, outlier removal and a second adjustment, from the
         parameters ``start(focal)`` gives for the tracks of ``prob``; ``problem(tracks)`` builds the
         problem again for the tracks kept."""
@@ -246,7 +231,7 @@ class CameraSolver:
         res.focal_observed = observed
         return res
 
-    def _search_cost(self, x: np.ndarray, prob: _Problem) -> float:
+    def _search_cost(self, x: np.ndarray, prob: BundleProblem) -> float:
         """Median reprojection error, plus the median depth-prior residual when there is a prior: an orbit
         fixating a point reprojects only somewhat worse at FoVs 10 degrees off (synth orbit, 320x240: 0.24 px
         at the true 60, 0.39 and 0.37 at 50 and 70), while the relief implied by a wrong focal disagrees
@@ -259,16 +244,17 @@ class CameraSolver:
             cost += float(np.median(res[M2:M2 + len(prob.ref)]))
         return cost
 
-    # --- parameters: [focal, rvec(T-1)*3, tvec(T-1)*3, inv_depth(P), log_scale(T-1) with a depth prior] ---
-    def _unpack(self, x: np.ndarray, prob: _Problem):
-        T = prob.T
-        f = x[0]
-        r = np.concatenate([np.zeros((1, 3)), x[1:1 + 3 * (T - 1)].reshape(-1, 3)])
-        t = np.concatenate([np.zeros((1, 3)), x[1 + 3 * (T - 1):1 + 6 * (T - 1)].reshape(-1, 3)])
-        rho = x[1 + 6 * (T - 1):1 + 6 * (T - 1) + len(prob.ref)]
+    # --- parameters: see ParamLayout ---
+    def _unpack(self, x: np.ndarray, prob: BundleProblem):
+        """Focal, rotation vectors ``[T, 3]`` and translations ``[T, 3]`` (frame 0's zero), inverse depths."""
+        lay = prob.layout
+        f = x[lay.focal]
+        r = np.concatenate([np.zeros((1, 3)), x[lay.rotations].reshape(-1, 3)])
+        t = np.concatenate([np.zeros((1, 3)), x[lay.translations].reshape(-1, 3)])
+        rho = x[lay.points]
         return f, r, t, rho
 
-    def _init(self, prob: _Problem, focal: float, view: np.ndarray, points: np.ndarray | None) -> np.ndarray:
+    def _init(self, prob: BundleProblem, focal: float, view: np.ndarray, points: np.ndarray | None) -> np.ndarray:
         """Parameter vector from poses ``[T, 4, 4]`` and world points ``[P_all, 3]``, rescaled so the
         inverse depths sit where the gauge term pulls them. A track without a point (NaN: too little
         parallax to triangulate, most tracks of a nearly panning camera) takes the inverse depth that
@@ -289,10 +275,9 @@ class CameraSolver:
             x = self._fill_inverse_depth(x, prob, ~known, 4 * float(np.percentile(rho[known] / scale, 95)))
         return x
 
-    def _fill_inverse_depth(self, x: np.ndarray, prob: _Problem, todo: np.ndarray, rho_max: float,
+    def _fill_inverse_depth(self, x: np.ndarray, prob: BundleProblem, todo: np.ndarray, rho_max: float,
                             steps: int = 33) -> np.ndarray:
         """Inverse depths of tracks ``todo`` by a grid search over ``[0, rho_max]`` (poses fixed)."""
-        n0 = 1 + 6 * (prob.T - 1)
         obs = todo[prob.obs_p]
         if not obs.any():
             return x
@@ -311,24 +296,24 @@ class CameraSolver:
         cost = np.stack([np.bincount(prob.obs_p[obs], e, minlength=len(prob.ref)) for e in err])
         x = x.copy()
         idx = np.flatnonzero(todo)
-        x[n0 + idx] = grid[cost[:, idx].argmin(0)]
+        x[prob.layout.point_column(idx)] = grid[cost[:, idx].argmin(0)]
         return x
 
-    def _gather(self, x: np.ndarray, prob: _Problem) -> list[torch.Tensor]:
+    def _gather(self, x: np.ndarray, prob: BundleProblem) -> list[torch.Tensor]:
         """Per-observation inputs of :func:`reproject` (float64 tensors)."""
         f, r, t, rho = self._unpack(x, prob)
         ref = prob.ref[prob.obs_p]
         vals = [np.full(len(ref), f), r[prob.obs_t], t[prob.obs_t], r[ref], t[ref], rho[prob.obs_p]]
         return [torch.from_numpy(np.ascontiguousarray(v)) for v in vals]
 
-    def _residual(self, x: np.ndarray, prob: _Problem) -> np.ndarray:
+    def _residual(self, x: np.ndarray, prob: BundleProblem) -> np.ndarray:
         f, r, t, rho = self._unpack(x, prob)
         with torch.no_grad():
             proj = reproject(*self._gather(x, prob), self._uv(prob), prob.W / 2, prob.H / 2).numpy()
         return np.concatenate([(proj - prob.obs_xy).ravel(), self._point_residual(x, rho, prob),
                                self._path_residual(f, t)])
 
-    def _uv(self, prob: _Problem) -> torch.Tensor:
+    def _uv(self, prob: BundleProblem) -> torch.Tensor:
         return torch.from_numpy(prob.ref_xy[prob.obs_p])
 
     def _path_residual(self, f: float, t: np.ndarray) -> np.ndarray:
@@ -337,19 +322,19 @@ class CameraSolver:
         (re-seeded tracks, flow errors) jolts each frame's translation on its own."""
         return (self.opt.smooth_weight * f * (t[:-2] - 2 * t[1:-1] + t[2:])).ravel()
 
-    def _point_residual(self, x: np.ndarray, rho: np.ndarray, prob: _Problem) -> np.ndarray:
+    def _point_residual(self, x: np.ndarray, rho: np.ndarray, prob: BundleProblem) -> np.ndarray:
         if prob.prior_inv is None:
             # gauge: a weak pull of every inverse depth towards 1 fixes the scale and lets pure rotation
             # keep t = 0 (one residual per point keeps the Jacobian sparse; a mean would couple all points)
             return GAUGE_WEIGHT * (rho - 1.0)
         # log(rho) = log(prior) + per-frame log scale; frame 0's scale is fixed to 0, which sets the gauge
-        logs = np.concatenate([[0.0], x[len(x) - (prob.T - 1):]])
+        logs = np.concatenate([[0.0], x[prob.layout.log_scales]])
         return self.opt.depth_weight * (np.log(np.maximum(rho, 1e-6)) - np.log(prob.prior_inv) - logs[prob.ref])
 
-    def _jacobian(self, x: np.ndarray, prob: _Problem) -> csr_matrix:
+    def _jacobian(self, x: np.ndarray, prob: BundleProblem) -> csr_matrix:
         """Exact sparse Jacobian: torch autograd on the per-observation reprojection (rows are independent,
         so the gradient of the summed u (then v) coordinate is each row's derivative)."""
-        T, P, M = prob.T, len(prob.ref), len(prob.obs_t)
+        T, P, M, lay = prob.T, len(prob.ref), len(prob.obs_t), prob.layout
         inputs = [v.requires_grad_(True) for v in self._gather(x, prob)]
         proj = reproject(*inputs, self._uv(prob), prob.W / 2, prob.H / 2)
         ref = prob.ref[prob.obs_p]
@@ -363,43 +348,45 @@ class CameraSolver:
                 ok = frames > 0
                 for j in range(3):
                     rows += [row[ok], row[ok]]
-                    cols += [1 + 3 * (frames[ok] - 1) + j, 1 + 3 * (T - 1) + 3 * (frames[ok] - 1) + j]
+                    cols += [lay.rotation_column(frames[ok], j), lay.translation_column(frames[ok], j)]
                     vals += [gr[ok, j], gt[ok, j]]
-            rows.append(row), cols.append(1 + 6 * (T - 1) + prob.obs_p), vals.append(g[5][:, 0])
+            rows.append(row), cols.append(lay.point_column(prob.obs_p)), vals.append(g[5][:, 0])
         p = np.arange(P)
         _, _, _, rho = self._unpack(x, prob)
         if prob.prior_inv is None:
-            rows.append(2 * M + p), cols.append(1 + 6 * (T - 1) + p), vals.append(np.full(P, GAUGE_WEIGHT))
+            rows.append(2 * M + p), cols.append(lay.point_column(p)), vals.append(np.full(P, GAUGE_WEIGHT))
         else:
             w = self.opt.depth_weight
-            rows.append(2 * M + p), cols.append(1 + 6 * (T - 1) + p), vals.append(w / np.maximum(rho, 1e-6))
+            rows.append(2 * M + p), cols.append(lay.point_column(p)), vals.append(w / np.maximum(rho, 1e-6))
             ok = prob.ref > 0
-            rows.append(2 * M + p[ok]), cols.append(1 + 6 * (T - 1) + P + prob.ref[ok] - 1), vals.append(np.full(ok.sum(), -w))
+            rows.append(2 * M + p[ok]), cols.append(lay.log_scale_column(prob.ref[ok])), vals.append(np.full(ok.sum(), -w))
         # path term: d/dt_k of w f (t_{j-1} - 2 t_j + t_{j+1}); frame 0's translation is fixed at 0
-        w, f, t = self.opt.smooth_weight, x[0], np.concatenate([np.zeros((1, 3)), x[1 + 3 * (T - 1):1 + 6 * (T - 1)].reshape(-1, 3)])
+        w, f, t = self.opt.smooth_weight, x[lay.focal], np.concatenate([np.zeros((1, 3)), x[lay.translations].reshape(-1, 3)])
         base = 2 * M + P
         for j in range(1, T - 1):
             for k, c in ((j - 1, 1.0), (j, -2.0), (j + 1, 1.0)):
                 for d in range(3):
                     row = base + 3 * (j - 1) + d
                     if k > 0:
-                        rows.append([row]), cols.append([1 + 3 * (T - 1) + 3 * (k - 1) + d]), vals.append([w * f * c])
+                        rows.append([row]), cols.append([lay.translation_column(k, d)]), vals.append([w * f * c])
                     rows.append([row]), cols.append([0]), vals.append([w * c * t[k, d]])
         return coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                           shape=(2 * M + P + 3 * max(T - 2, 0), len(x))).tocsr()
 
-    def _adjust(self, prob: _Problem, x0: np.ndarray, fix_focal: bool, fix_translation: bool, nfev: int) -> np.ndarray:
+    def _adjust(self, prob: BundleProblem, x0: np.ndarray, fix_focal: bool, fix_translation: bool, nfev: int) -> np.ndarray:
         """Robust least squares from ``x0``; fixed parameters are pinned by bounds a hair apart."""
         x0 = x0.copy()
         lb = np.full_like(x0, -np.inf)
         ub = np.full_like(x0, np.inf)
+        lay = prob.layout
         if fix_translation:  # the rotation model: every camera stays at the origin
-            n = slice(1 + 3 * (prob.T - 1), 1 + 6 * (prob.T - 1))
+            n = lay.translations
             x0[n], lb[n], ub[n] = 0.0, -1e-12, 1e-12
-        lb[1 + 6 * (prob.T - 1):1 + 6 * (prob.T - 1) + len(prob.ref)] = 0.0  # points in front of their reference camera (or at infinity)
-        lb[0], ub[0] = 0.2 * prob.W / 2, 5.0 * prob.W  # FoV between ~11 and ~157 degrees
+        lb[lay.points] = 0.0  # points in front of their reference camera (or at infinity)
+        f = lay.focal
+        lb[f], ub[f] = 0.2 * prob.W / 2, 5.0 * prob.W  # FoV between ~11 and ~157 degrees
         if fix_focal:
-            lb[0], ub[0] = x0[0] * (1 - 1e-9), x0[0] * (1 + 1e-9)
+            lb[f], ub[f] = x0[f] * (1 - 1e-9), x0[f] * (1 + 1e-9)
         x0 = np.clip(x0, lb, ub)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # thousands of tiny tensor ops: extra threads only add contention (10x slower)
@@ -411,9 +398,9 @@ class CameraSolver:
         torch.set_num_threads(threads)
         return sol.x
 
-    def _reindex(self, x: np.ndarray, keep: np.ndarray, prob: _Problem) -> np.ndarray:
-        n = 1 + 6 * (prob.T - 1)
-        return np.concatenate([x[:n], x[n:n + len(prob.ref)][keep], x[n + len(prob.ref):]])
+    def _reindex(self, x: np.ndarray, keep: np.ndarray, prob: BundleProblem) -> np.ndarray:
+        points = prob.layout.points
+        return np.concatenate([x[:points.start], x[points][keep], x[points.stop:]])
 
     def _result(self, x, prob, keep, P, usable, motion, info, rotation: bool) -> CameraResult:
         f, r, t, rho = self._unpack(x, prob)
@@ -491,43 +478,3 @@ def _first_plausible(cams: list[CameraResult], xy: np.ndarray, vis: np.ndarray,
             return cam
         rejected.append(f"{cam.motion_type} camera: {why}")
     return None
-
-
-def _track_motion(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:
-    """Per track: largest distance from its first visible position (pixels)."""
-    first = vis.argmax(0)
-    start = xy[first, np.arange(xy.shape[1])]
-    d = np.linalg.norm(xy - start, axis=-1)
-    return np.where(vis, d, 0).max(0)
-
-
-def _subsample(idx: np.ndarray, xy, vis, n: int, W: int, H: int) -> np.ndarray:
-    """Up to ``n`` tracks, longest first, at most a few per image cell so all regions count."""
-    if len(idx) <= n:
-        return idx
-    length = vis[:, idx].sum(0)
-    order = idx[np.argsort(-length, kind="stable")]
-    first = vis[:, order].argmax(0)
-    p = xy[first, order]
-    cells = (p[:, 0] * 8 // W).astype(int) * 8 + (p[:, 1] * 8 // H).astype(int)
-    rank = np.zeros(len(order), int)
-    seen: dict[int, int] = {}
-    for i, c in enumerate(cells):
-        rank[i] = seen.get(c, 0)
-        seen[c] = rank[i] + 1
-    return np.sort(order[np.lexsort((np.arange(len(order)), rank))[:n]])
-
-
-def _problem(xy, vis, sel, W, H, prior_depth) -> _Problem:
-    T = vis.shape[0]
-    v = vis[:, sel]
-    ref = v.argmax(0)
-    ref_xy = xy[ref, sel].astype(np.float64)
-    t_idx, p_idx = np.nonzero(v & (np.arange(T)[:, None] != ref[None]))
-    prior = None
-    if prior_depth is not None:
-        from recon4d.priors.flow import sample
-
-        z = np.array([sample(prior_depth[r][..., None], q[None])[0, 0] for r, q in zip(ref, ref_xy)])
-        prior = 1.0 / np.maximum(z, 1e-6)
-    return _Problem(T, W, H, sel, ref, ref_xy, t_idx, p_idx, xy[t_idx, sel[p_idx]].astype(np.float64), prior)

@@ -1,0 +1,116 @@
+"""The camera solve's bundle-adjustment problem: which tracks it uses, their observations, and where each
+unknown sits in the parameter vector (:class:`ParamLayout`), for :mod:`recon4d.priors.camera`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """The parameter vector of ``T`` frames and ``P`` tracks: ``[focal, rotation vectors 3*(T-1),
+    translations 3*(T-1), inverse depths P, log depth scales T-1 (only with a depth prior)]``. Frame 0's
+    pose is the world frame (fixed), so poses and scales start at frame 1."""
+
+    T: int
+    P: int
+    focal = 0
+    """Index of the focal length."""
+
+    @property
+    def rotations(self) -> slice:
+        return slice(1, 1 + 3 * (self.T - 1))
+
+    @property
+    def translations(self) -> slice:
+        return slice(1 + 3 * (self.T - 1), 1 + 6 * (self.T - 1))
+
+    @property
+    def points(self) -> slice:
+        """Each track's inverse depth along the ray of its reference frame."""
+        return slice(1 + 6 * (self.T - 1), 1 + 6 * (self.T - 1) + self.P)
+
+    @property
+    def log_scales(self) -> slice:
+        """The depth prior's per-frame log scales (empty without a prior)."""
+        return slice(self.points.stop, None)
+
+    def rotation_column(self, frames, axis: int):
+        """Index of component ``axis`` of the rotation of ``frames`` (> 0)."""
+        return self.rotations.start + 3 * (frames - 1) + axis
+
+    def translation_column(self, frames, axis: int):
+        """Index of component ``axis`` of the translation of ``frames`` (> 0)."""
+        return self.translations.start + 3 * (frames - 1) + axis
+
+    def point_column(self, tracks):
+        """Index of the inverse depth of ``tracks``."""
+        return self.points.start + tracks
+
+    def log_scale_column(self, frames):
+        """Index of the depth prior's log scale of ``frames`` (> 0)."""
+        return self.log_scales.start + frames - 1
+
+
+@dataclass
+class BundleProblem:
+    """Observations of the selected tracks, in the layout the residual function wants."""
+
+    T: int
+    W: int
+    H: int
+    sel: np.ndarray  # [P] index of each selected track among all tracks
+    ref: np.ndarray  # [P] reference frame of each track
+    ref_xy: np.ndarray  # [P, 2]
+    obs_t: np.ndarray  # [M] frame of each observation
+    obs_p: np.ndarray  # [M] track of each observation
+    obs_xy: np.ndarray  # [M, 2]
+    prior_inv: np.ndarray | None = None  # [P] inverse depth of the prior at the reference pixel
+
+    @property
+    def layout(self) -> ParamLayout:
+        return ParamLayout(self.T, len(self.ref))
+
+
+def build_problem(xy, vis, sel, W, H, prior_depth) -> BundleProblem:
+    """The problem of tracks ``sel``: each track's first visible frame is its reference, every other
+    frame that sees it an observation; with ``prior_depth``, the prior's inverse depth at each reference."""
+    T = vis.shape[0]
+    v = vis[:, sel]
+    ref = v.argmax(0)
+    ref_xy = xy[ref, sel].astype(np.float64)
+    t_idx, p_idx = np.nonzero(v & (np.arange(T)[:, None] != ref[None]))
+    prior = None
+    if prior_depth is not None:
+        from recon4d.priors.flow import sample
+
+        z = np.array([sample(prior_depth[r][..., None], q[None])[0, 0] for r, q in zip(ref, ref_xy)])
+        prior = 1.0 / np.maximum(z, 1e-6)
+    return BundleProblem(T, W, H, sel, ref, ref_xy, t_idx, p_idx, xy[t_idx, sel[p_idx]].astype(np.float64), prior)
+
+
+def track_motion(xy: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    """Per track: largest distance from its first visible position (pixels)."""
+    first = vis.argmax(0)
+    start = xy[first, np.arange(xy.shape[1])]
+    d = np.linalg.norm(xy - start, axis=-1)
+    return np.where(vis, d, 0).max(0)
+
+
+def subsample_tracks(idx: np.ndarray, xy, vis, n: int, W: int, H: int) -> np.ndarray:
+    """Up to ``n`` tracks, longest first, at most a few per image cell so all regions count."""
+    if len(idx) <= n:
+        return idx
+    length = vis[:, idx].sum(0)
+    order = idx[np.argsort(-length, kind="stable")]
+    first = vis[:, order].argmax(0)
+    p = xy[first, order]
+    cells = (p[:, 0] * 8 // W).astype(int) * 8 + (p[:, 1] * 8 // H).astype(int)
+    rank = np.zeros(len(order), int)
+    seen: dict[int, int] = {}
+    for i, c in enumerate(cells):
+        rank[i] = seen.get(c, 0)
+        seen[c] = rank[i] + 1
+    return np.sort(order[np.lexsort((np.arange(len(order)), rank))[:n]])

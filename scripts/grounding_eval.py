@@ -1,4 +1,4 @@
-"""Measure fits and the geometric answerer on fitted `recon4d synth` minimal pairs (issues 6 and 10).
+"""Measure fits and the geometric answerer on fitted `recon4d synth` minimal pairs.
 
 For every (seed, factor) it generates the pair, fits both scenes with exact priors
 (`--priors gt --preset test`; a finished fit under <root>/fit is reused, a checkpoint resumed), scores

@@ -1,6 +1,6 @@
 """Instance agreement: do the objects the answerer finds in a fitted real clip lie on what the annotators marked?
 
-Why (issue 20): on a real video without annotations the fitted objects come from the fit's dynamic
+Why: on a real video without annotations the fitted objects come from the fit's dynamic
 Gaussians clustered by the scaffold (``recon4d.grounding.objects``); if those are water, wake, shadows
 or clouds, every answer about "the swan" reads the wrong thing. DAVIS ships foreground masks for some
 sequences, so there they can be checked: fit the sequence *without* its masks (the masks must not

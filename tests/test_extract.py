@@ -136,7 +136,7 @@ def test_other_steps_name_their_missing_arguments(step, option, capsys):
 
 
 def test_agreement_with_vlm4d_judges():
-    """The bar from issue 8: >= 99% of all published entries, >= 97% for every model file."""
+    """The bar: >= 99% of all published entries, >= 97% for every model file."""
     folders = [shared_data("vlm4d", "judged_synthetic_cot"), shared_data("vlm4d", "judged_synthetic_do")]
     scores = [score_file(path, extract_answer) for path in judged_files(folders)]
     assert len(scores) >= 45

@@ -1,4 +1,4 @@
-"""Geometric answerer and trajectory cues (issue 10).
+"""Geometric answerer and trajectory cues.
 
 Fast tests check the rigid tracking on point sets with analytic motion, the
 question parsing / choice matching and binding by colour and shape, and the

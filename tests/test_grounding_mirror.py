@@ -1,4 +1,4 @@
-"""The mirror test (issue 20 s2): every answer comes from the fitted scene, never from what answers are common.
+"""The mirror test: every answer comes from the fitted scene, never from what answers are common.
 
 One short real DAVIS clip and its horizontal mirror (frames and masks flipped into a temporary folder of
 the same layout) are fitted the way `recon4d bench davis --quick` fits, and the sequence's VLM4D

@@ -1,4 +1,4 @@
-"""Real VLM4D wording (issue 20, section 2): parse coverage, the rules behind each kind, and noun-phrase binding.
+"""Real VLM4D wording: parse coverage, the rules behind each kind, and noun-phrase binding.
 
 The coverage test reads the 795 real DAVIS questions from ../shared/data (skipped
 without it). The rules and binding are checked on hand-built rigid tracks whose

@@ -4,7 +4,7 @@ The markdown also has accuracy per question type, one column per modality,
 ``geometric`` (the geometric answerer, no VLM) among them.
 
 Why beside the reference: the point of the ablation is to compare with Feature4X's
-VLM4D DAVIS result (InternVideo2; DESIGN.md), so every row carries the published
+VLM4D DAVIS result (InternVideo2; docs/design.md), so every row carries the published
 number for the same cell. The accuracies and intervals come from
 ``vqa_bridge.report.summary_rows`` so this table and ``summary.md`` never disagree.
 
@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from recon4d.io.atomic import atomic_path, write_text
 
-# Feature4X on the VLM4D DAVIS subset with InternVideo2-Chat-8B, accuracy % (DESIGN.md).
+# Feature4X on the VLM4D DAVIS subset with InternVideo2-Chat-8B, accuracy % (docs/design.md).
 REFERENCE = {("cot", "raw"): 36.0, ("cot", "global-video"): 32.7, ("cot", "feature-field"): 37.4,
              ("do", "raw"): 24.3, ("do", "global-video"): 23.8, ("do", "feature-field"): 29.0}
 MODALITY_ORDER = ("raw", "global-video", "feature-field", "raw+cues", "geometric")

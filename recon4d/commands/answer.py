@@ -1,4 +1,4 @@
-"""`recon4d answer`: answer VLM4D-style questions geometrically from a fitted scene (issue 10).
+"""`recon4d answer`: answer VLM4D-style questions geometrically from a fitted scene.
 
 Writes one JSON record per question (JSONL) and the scene's trajectory description
 beside it; prints per-kind counts and ends with ``accuracy=<fraction>`` ("cannot tell"

@@ -1,7 +1,7 @@
 """`recon4d fit --video PATH`: a video in, a 4D feature field out, in one command.
 
 Runs preprocessing (frames + priors), then the staged optimisation, into
-``<out>/<name>/`` (layout in ../shared/DESIGN.md). Re-running resumes from what the
+``<out>/<name>/`` (layout in docs/design.md). Re-running resumes from what the
 folder holds; ``--stop-after`` ends after a stage. Presets live in configs/fit_*.toml;
 every FitConfig field can be overridden on the command line (``--config.steps.joint 3000``).
 """

@@ -17,7 +17,7 @@ from recon4d.render.video import RenderJob
 @dataclass
 class RenderCommand(RenderJob):
     path: Literal["input", "global", "orbit", "birdseye", "fixed"] = "global"
-    """Camera path: input cameras, the DESIGN.md global view, an orbit, top-down, or frame --cameras.frame frozen."""
+    """Camera path: input cameras, the docs/design.md global view, an orbit, top-down, or frame --cameras.frame frozen."""
 
 
 @expected_errors("render")

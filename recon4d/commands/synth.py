@@ -1,4 +1,4 @@
-"""`recon4d synth`: write synthetic dynamic scenes with ground truth and VLM4D questions (issue 4).
+"""`recon4d synth`: write synthetic dynamic scenes with ground truth and VLM4D questions.
 
 `--preset tiny|small|realistic` picks the starting values (frames, size, detail);
 any other flag overrides them. Bad arguments end with one clear line and exit 2.

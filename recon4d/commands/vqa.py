@@ -1,4 +1,4 @@
-"""`recon4d vqa <step>`: the VLM bridge (issue 8).
+"""`recon4d vqa <step>`: the VLM bridge.
 
 Steps are dispatched by name so each one builds only its own typed config with
 tyro: ``extract`` (teacher features into a scene folder), ``run`` (the VLM4D

@@ -1,4 +1,4 @@
-"""Explicit 4D grounding (issue 10): object trajectories from a fitted scene, text cues, geometric answers.
+"""Explicit 4D grounding: object trajectories from a fitted scene, text cues, geometric answers.
 
 ``describe_scene(scene_dir)`` gives the trajectory description the VQA bridge's
 ``raw+cues`` modality puts in the prompt; ``answer_file`` answers a VLM4D question

@@ -10,7 +10,7 @@ whole scene's, so it does not depend on how the fit shared the object out
 among static and dynamic Gaussians, only on where it put surface.
 
 Why the rendered depth and not the depth prior: the answers are to come from
-the fitted scene (issue 10). The prior is only the fit's supervision, and under
+the fitted scene. The prior is only the fit's supervision, and under
 ``--priors gt`` it is exact ground-truth depth, which would measure reading the
 input rather than the reconstruction.
 

@@ -16,7 +16,7 @@ wander; the rigid fits then only give the body's rotation.
 
 Frames of reference: the world of the fit; the first camera (x right, y down,
 z forward); per-frame camera axes (what "from the camera perspective" means when
-the camera moves); the global camera of DESIGN.md when
+the camera moves); the global camera of docs/design.md when
 ``recon4d.render.cameras.global_camera`` exists; and each object's own heading
 frame (forward = its direction of travel carried along by its rotation, left,
 up). "Up" is the priors' ``world_up`` when they know it, else the normal of the
@@ -326,7 +326,7 @@ def heading_offset_deg(leader: ObjectTrack, follower: ObjectTrack, up: np.ndarra
 
 
 def global_frame(scene, data) -> tuple[np.ndarray | None, str]:
-    """The DESIGN.md global camera's viewmat, or None and why not."""
+    """The docs/design.md global camera's viewmat, or None and why not."""
     try:
         from recon4d.render.cameras import global_camera
     except ImportError:

@@ -1,7 +1,7 @@
 """Atomic file writes: write to a temp name in the same folder, then ``os.replace``.
 
 A stage killed half-way must never leave a truncated file that a later run would
-trust (the scene folder is a resumable cache, see DESIGN.md). ``os.replace`` is
+trust (the scene folder is a resumable cache, see docs/design.md). ``os.replace`` is
 atomic on POSIX when source and target are on the same file system, which is why
 the temp file lives next to the target rather than in /tmp.
 """

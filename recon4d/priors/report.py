@@ -1,7 +1,7 @@
 """How good the priors are: ground-truth comparison on synth scenes, a short report on real data.
 
 Why here and not in ``eval``: the camera/track/mask errors are the quality bar of
-the preprocessing stage itself (issue 5), and a later stage's blur is much easier
+the preprocessing stage itself, and a later stage's blur is much easier
 to diagnose when the priors it started from are known to be right or wrong.
 
 Ground truth comes from a ``recon4d synth`` scene folder (``gt/``, ``synth.json``,

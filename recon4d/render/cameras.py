@@ -1,7 +1,7 @@
 """Camera paths for rendering a fitted scene: input, global, orbit, birdseye, fixed.
 
 All paths are built from the scene's own cameras and geometry, so they work on any
-fitted folder. The global view is placed as ../shared/DESIGN.md (Feature4X) places it:
+fitted folder. The global view is placed as docs/design.md (Feature4X) places it:
 render frame T//2, read the expected depth d at its centre pixel, put one camera
 ``back``·d behind and ``up``·d above that frame's camera, looking at the point at depth
 d on its optical axis, used for every timestep (``global_camera``).
@@ -109,7 +109,7 @@ def centre_depth(scene: DynamicScene, data: SceneData, frame: int) -> float:
 def global_camera(scene: DynamicScene, data: SceneData, fov_deg: float = 70.0, back: float = 0.5,
                   up: float = 0.2, frame: int | None = None, depth: float | None = None,
                   up_vector: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """DESIGN.md's (Feature4X's) global view -> (viewmat [4,4], K [3,3]) at the scene's working resolution.
+    """docs/design.md's (Feature4X's) global view -> (viewmat [4,4], K [3,3]) at the scene's working resolution.
 
     ``frame`` defaults to T//2; ``depth`` (d) defaults to the rendered centre depth of that
     frame; ``up_vector`` defaults to :func:`up_direction`.

@@ -8,7 +8,7 @@ seed: a checkered ground and striped backdrop, one to three patterned objects
 all rendered with the project's own rasterizer (``recon4d.render.rasterize``).
 
 Scene folder, ``<out>/<scene_id>/`` (the input frames follow DAVIS, which the
-``fit`` stage reads like any video source; see ../shared/DESIGN.md)::
+``fit`` stage reads like any video source; see docs/design.md)::
 
     video.mp4                 the input video (H.264, or MPEG-4 where libx264 is missing)
     JPEGImages/00000.jpg ...  the same frames, DAVIS layout
@@ -21,7 +21,7 @@ Scene folder, ``<out>/<scene_id>/`` (the input frames follow DAVIS, which the
     gt/objects.json|.npz      per object: id, name, motion, centre [T,3], yaw [T], quat_wxyz [T,4]
     gt/questions.json         per question: key, kind, subject, the numbers the answer came from,
                               and for minimal pairs the id of the same question in the partner scene
-    gt/novel/                 the "global view" camera of DESIGN.md: JPEGImages/, Annotations/,
+    gt/novel/                 the "global view" camera of docs/design.md: JPEGImages/, Annotations/,
                               depth.npz, cameras.json|.npz
 
 Modules, one job each: ``config`` (CLI dataclass, presets, argument checks),

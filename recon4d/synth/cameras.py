@@ -19,7 +19,7 @@ STAGE_TARGET = np.array([0.0, 0.0, 0.4])  # where the input camera looks: object
 PAN_DEG = 24.0  # total yaw sweep of a panning camera
 DOLLY_FRACTION = 0.3  # fraction of the distance a dolly covers (in or out)
 ORBIT_DEG = 40.0  # total azimuth sweep of an orbiting camera
-GLOBAL_VIEW_FOV_DEG = 70.0  # DESIGN.md: the "global view" camera
+GLOBAL_VIEW_FOV_DEG = 70.0  # docs/design.md: the "global view" camera
 
 
 def look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -92,7 +92,7 @@ def project(points: np.ndarray, viewmat: np.ndarray, K: np.ndarray) -> tuple[np.
 
 
 def global_view(viewmat: np.ndarray, centre_depth: float) -> np.ndarray:
-    """DESIGN.md's "global view": 0.5·d behind and 0.2·d above ``viewmat``'s camera,
+    """docs/design.md's "global view": 0.5·d behind and 0.2·d above ``viewmat``'s camera,
     looking at the point at depth ``d`` on its optical axis (use with FoV 70°)."""
     eye = camera_centres(viewmat)
     forward = viewmat[2, :3]

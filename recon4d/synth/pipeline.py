@@ -74,7 +74,7 @@ def _render_and_write(cfg: SynthConfig, scene: Scene, renderer: SceneRenderer, f
     T, H, W = scene.frames, scene.height, scene.width
     views, Ks = scene.viewmats[None], scene.K[None]
     if cfg.novel:
-        # DESIGN.md's global view needs the depth at the centre of the middle frame.
+        # docs/design.md's global view needs the depth at the centre of the middle frame.
         mid = renderer.render(T // 2, scene.viewmats[T // 2][None], scene.K[None])[0]
         novel_view = global_view(scene.viewmats[T // 2], float(mid.depth[H // 2, W // 2]))
         novel_K = intrinsics(GLOBAL_VIEW_FOV_DEG, W, H)

@@ -82,7 +82,7 @@ class SceneViewer:
         return f"http://{self.server.get_host()}:{self.server.get_port()}"
 
     def _start_at_global_view(self) -> None:
-        """Open (and "reset view") at DESIGN.md's global view, which sees the whole event."""
+        """Open (and "reset view") at docs/design.md's global view, which sees the whole event."""
         view, K = global_camera(self.fitted.scene, self.fitted.data)
         cam = self.server.initial_camera
         cam.position = tuple(camera_centre(view).tolist())

@@ -12,8 +12,7 @@ put camera 0 at the origin; the scale, the global camera and any ground-truth
 alignment follow from it) stays where it was. Once the Gaussians hold the world
 (the ``cameras`` stage aligns each frame against fixed Gaussians), frame 0 is
 aligned like the others (``release_first``): held fixed, an error of the solve in
-the first camera stayed in the fit (DAVIS bear, cpu-preview: frame 0 was the worst,
-18.5 dB against 26.1 on average).
+the first camera stayed in the fit (docs/decisions.md).
 
 The refined cameras are written to ``model/cameras.json``; ``load_scene_data``
 (:mod:`recon4d.scene.data`) reads them instead of the priors' for every command that uses a finished fit.

@@ -55,8 +55,7 @@ class Densifier:
 
         Why: when a checkpoint between two refinements dropped them, the resumed run
         refined on the statistics of the steps since the checkpoint only, and grew
-        another scene (tiny synth scene killed at joint step 50 of 150, refining every
-        20: 5381 Gaussians and 41.28 dB after the resume instead of 5724 and 41.36).
+        another scene than the uninterrupted run (docs/decisions.md).
         """
         return {} if self.grad_sum is None else {"grad_sum": self.grad_sum, "count": self.count}
 

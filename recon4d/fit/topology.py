@@ -60,9 +60,8 @@ def arap_edges(positions: Tensor, k: int = 5, levels: int = 1, keep_ratio: int =
     times the level's median nearest-neighbour distance is dropped.
 
     Why both limits: an object with fewer nodes than ``k + 1`` at a level must take neighbours on
-    another object, and a distance-keeping pair between two objects that move apart drags both.
-    On fitted synth pairs (seeds 27-31) a 7-node level tied two objects together: straight-moving
-    objects read as turning by 12-17 degrees and 10 of 702 answers went wrong (none with the limits).
+    another object, and a distance-keeping pair between two objects that move apart drags both
+    (measured in docs/decisions.md).
     """
     M = positions.shape[1]
     if M < 2:

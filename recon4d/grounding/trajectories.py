@@ -235,8 +235,7 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
         # A turn, or a spin about up, is seen as its rotation about up foreshortened by the
         # camera's view of that axis. Why not the fitted axis itself: its tilt is fitting noise that
         # the line of sight picks up at full weight (up is foreshortened, at ~0.4 from synth's
-        # cameras); on fitted synth pairs (seeds 11-21) it put 3 of 40 spins about up in the
-        # uncertain band or on the wrong side, through up none.
+        # cameras; measured in docs/decisions.md).
         seen = yaw * float(np.mean(-to_obj @ up))
     else:
         seen = roll
@@ -278,10 +277,8 @@ def _path_turn(centres: np.ndarray, up: np.ndarray) -> float:
     end, so twice their angle is the whole turn. Why not the travel directions at
     the two ends: a centre a few per cent off in one end frame (the fit's
     reference frame, often the first, sits ~0.5% nearer or further than its
-    neighbours) tilts a direction taken over a few frames by ten degrees or more.
-    On fitted synth pairs (seeds 11-16, 56 scenes) straight travel read up to
-    20.9 deg that way (5 of 55 objects past 12 deg) and 14.4 deg this way (2),
-    while the 90-degree turns read at least 34.6 and 48.1.
+    neighbours) tilts a direction taken over a few frames by ten degrees or more
+    (docs/decisions.md).
     """
     flat = centres - (centres @ up)[:, None] * up
     travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(flat, axis=0), axis=1))])

@@ -222,9 +222,8 @@ def objects_at_contact_depth(depth: np.ndarray, dynamic: np.ndarray) -> np.ndarr
     Why: the fallback interpolates static tracks, so a moving region takes the
     depth of whatever surrounds it, the far trees behind a jumping horse as much
     as the ground under it; the fit then lifts the object as far as the
-    background, where static Gaussians from other frames hide it (on DAVIS
-    horsejump-high the horse's pixels rendered at 13 dB right after
-    initialisation, 21 dB with this). An object stands in front of what is
+    background, where static Gaussians from other frames hide it
+    (docs/decisions.md). An object stands in front of what is
     around it and on what is below it, so each connected region of ``dynamic``
     gets one depth: the near end (``CONTACT_QUANTILE``) of the static depths in
     a ``CONTACT_RING_PX`` band around it. Flat, like the rest of the fallback.

@@ -12,8 +12,7 @@ is still off by some percent, and the flow that error moves is that fraction of
 the parallax (the part of the rigid flow due to the camera's translation), so
 the residual is forgiven ``depth_tol`` times the parallax: without that, the
 near ground of a synth orbit (the most parallax) flared into false detections
-(IoU 0.81 / 0.73 / 0.85 on seeds 0-2 with the synth's own depth; 0.85 / 0.86 /
-0.93 with 5%).
+(docs/decisions.md).
 
 Slowly moving objects move less than the flow noise from one frame to the next,
 so residuals are measured over a ``span`` of frames through the chained flow,

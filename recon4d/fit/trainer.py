@@ -38,9 +38,10 @@ from recon4d.fit.cameras import CAMERAS_FILE, PoseRefinement
 from recon4d.fit.checkpoint import CHECKPOINT_FILES, complete_checkpoint
 from recon4d.fit.data import SceneData
 from recon4d.fit.densify import DensifyConfig, Densifier
-from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
+from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.teachers import FeatureHead, to_grid
 from recon4d.fit.topology import arap_edges
+from recon4d.geometry import lift, sample_depth
 from recon4d.io.atomic import atomic_group
 from recon4d.render import rasterize
 from recon4d.scene import DynamicScene

@@ -14,7 +14,7 @@ from recon4d.eval import evaluate_scene
 from recon4d.fit.data import MissingStageError, load_scene_data
 from recon4d.fit.trainer import FitConfig, StageSteps, Trainer, fit_scene
 from recon4d.priors.camera import rodrigues_torch
-from tests.conftest import requires_compiler
+from tests.conftest import poison_loss, requires_compiler
 
 pytestmark = requires_compiler
 
@@ -115,15 +115,7 @@ def test_non_finite_loss_rolls_back_and_lowers_lr(fitted_left_scene, tmp_path, m
     messages = []
     trainer = Trainer(data, _short_config(), tmp_path / "model", log=messages.append)
     trainer.initialise()
-    real_losses = trainer.losses
-    calls = {"n": 0}
-
-    def poisoned(t):
-        calls["n"] += 1
-        loss, stats = real_losses(t)
-        return (loss * float("nan"), stats) if calls["n"] == 9 else (loss, stats)
-
-    monkeypatch.setattr(trainer, "losses", poisoned)
+    poison_loss(trainer, monkeypatch, 9)
     trainer.run()
     assert trainer.stage == "done"
     assert trainer.lr == pytest.approx(0.5)

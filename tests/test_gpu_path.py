@@ -16,6 +16,7 @@ import torch
 from recon4d.fit.data import load_scene_data
 from recon4d.fit.trainer import STAGES, FitConfig, StageSteps, Trainer
 from tests import gsplat_standin
+from tests.conftest import poison_loss
 from tests.fake_cuda import DeviceMixError, fake_cuda, is_fake_cuda
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -97,14 +98,7 @@ def test_a_gpu_fit_catches_a_nan_and_rolls_back(fitted_left_scene, tmp_path, mon
     with fake_cuda():
         trainer = Trainer(data, cfg, tmp_path / "model", log=messages.append)
         trainer.initialise()
-        real_losses, calls = trainer.losses, {"n": 0}
-
-        def poisoned(t):
-            calls["n"] += 1
-            loss, terms = real_losses(t)
-            return (loss * float("nan"), terms) if calls["n"] == 6 else (loss, terms)
-
-        monkeypatch.setattr(trainer, "losses", poisoned)
+        poison_loss(trainer, monkeypatch, 6)
         trainer.run()
     assert trainer.stage == "done" and trainer.lr == pytest.approx(0.5)
     assert any("rolled back" in m for m in messages)

@@ -33,9 +33,8 @@ from torch import Tensor
 
 from recon4d.fit.data import MissingStageError, frames_info, load_scene_data
 from recon4d.fit.teachers import to_grid
-from recon4d.geometry import kabsch, lift, quat_mul, quat_to_rotmat, rotmat_to_quat
+from recon4d.geometry import kabsch, lift, quat_mul, quat_to_rotmat, rotmat_to_quat, umeyama
 from recon4d.io.atomic import write_json
-from recon4d.priors.report import umeyama
 from recon4d.render import rasterize
 from recon4d.scene.model import LATENT_START, RGB
 from recon4d.scene.state import load_scene

@@ -8,7 +8,7 @@ The Hamilton product and quaternion rotation are the PyTorch kernel twin's own
 computes and ``cuda_ext`` must not import ``recon4d``, so the twin owns them and this
 module is the one place in ``recon4d`` that takes them from it.
 
-The NumPy functions (``*_np``, ``rotation_vector``) serve code that works in NumPy
+The NumPy functions (``*_np``, ``rotation_vector``, ``umeyama``) serve code that works in NumPy
 (the synthetic ground truth, grounding, the viewer). They are not the torch ones on
 arrays: their float operations differ (``np.linalg.solve`` for ``K^-1``, a diagonal
 sign matrix in Kabsch, Shepperd's branch on the trace), and the files and answers
@@ -28,7 +28,7 @@ from cuda_ext.reference.skin import quat_mul, quat_rotate
 
 __all__ = [
     "kabsch", "kabsch_np", "lift", "lift_np", "quat_mul", "quat_rotate", "quat_to_rotmat", "quat_to_rotmat_np",
-    "rotation_vector", "rotmat_to_quat", "rotmat_to_quat_np", "sample_depth",
+    "rotation_vector", "rotmat_to_quat", "rotmat_to_quat_np", "sample_depth", "umeyama",
 ]
 
 
@@ -142,6 +142,19 @@ def kabsch_np(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[np.ndarr
     fix = np.diag([1.0, 1.0, float(np.sign(np.linalg.det(u @ vt)))])
     rot = u @ fix @ vt
     return rot, mu_d - rot @ mu_s
+
+
+def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Similarity (s, R, t) minimising |s R src + t - dst|^2 (Umeyama 1991)."""
+    ms, md = src.mean(0), dst.mean(0)
+    a, b = src - ms, dst - md
+    U, S, Vt = np.linalg.svd(b.T @ a / len(src))
+    D = np.eye(3)
+    D[2, 2] = np.sign(np.linalg.det(U @ Vt)) or 1.0
+    R = U @ D @ Vt
+    var = (a ** 2).sum() / len(src)
+    s = float(np.trace(np.diag(S) @ D) / var) if var > 1e-12 else 1.0
+    return s, R, md - s * R @ ms
 
 
 def lift_np(uv: np.ndarray, depth: np.ndarray, K: np.ndarray, viewmat: np.ndarray) -> np.ndarray:

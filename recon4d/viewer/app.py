@@ -79,8 +79,8 @@ class SceneViewer:
         for t, view in enumerate(data.viewmats):
             self.frusta.append(self.server.scene.add_camera_frustum(
                 f"/cameras/{t:05d}", fov=fov, aspect=data.width / data.height, scale=0.05 * self.extent,
-                thickness=0.003 * self.extent, color=(120, 120, 120), wxyz=rotmat_to_quat_np(view[:3, :3].T.double().numpy()),
-                position=camera_centre(view).numpy()))
+                thickness=0.003 * self.extent, color=(120, 120, 120),
+                wxyz=rotmat_to_quat_np(view[:3, :3].T.double().numpy()), position=camera_centre(view).numpy()))
 
     def _add_trajectories(self) -> None:
         scaffold = self.fitted.scene.scaffold

@@ -31,12 +31,9 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
-from cuda_ext.reference.skin import quat_mul
-from recon4d.fit.init import kabsch, lift, rotmat_to_quat
+from recon4d.geometry import kabsch, lift, quat_mul, quat_to_rotmat, rotmat_to_quat, umeyama
 from recon4d.io.atomic import write_json
-from recon4d.priors.report import umeyama
 from recon4d.render import rasterize
-from recon4d.render.projection import quat_to_rotmat
 from recon4d.scene.data import load_scene_data
 from recon4d.scene.heads import to_grid
 from recon4d.scene.model import LATENT_START, RGB

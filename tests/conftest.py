@@ -1,4 +1,4 @@
-"""Shared test fixtures: the real-data location and GPU/compiler skips."""
+"""Shared test fixtures: the real-data location, GPU/compiler skips, fitted scenes and a poisoned loss."""
 
 from __future__ import annotations
 
@@ -21,6 +21,18 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"real data not available at {path}")
     return path
+
+
+def poison_loss(trainer, monkeypatch, call: int) -> None:
+    """Make the trainer's ``call``-th loss NaN (the others unchanged): what the rollback must survive."""
+    real_losses, calls = trainer.losses, {"n": 0}
+
+    def poisoned(t):
+        calls["n"] += 1
+        loss, terms, render = real_losses(t)
+        return (loss * float("nan"), terms, render) if calls["n"] == call else (loss, terms, render)
+
+    monkeypatch.setattr(trainer, "losses", poisoned)
 
 
 @pytest.fixture(scope="session")

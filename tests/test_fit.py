@@ -15,7 +15,7 @@ from recon4d.fit.trainer import FitConfig, StageSteps, Trainer, fit_scene
 from recon4d.priors.camera import rodrigues_torch
 from recon4d.scene.data import load_scene_data
 from recon4d.scene_folder import MissingStageError
-from tests.conftest import requires_compiler
+from tests.conftest import poison_loss, requires_compiler
 
 pytestmark = requires_compiler
 
@@ -116,15 +116,7 @@ def test_non_finite_loss_rolls_back_and_lowers_lr(fitted_left_scene, tmp_path, m
     messages = []
     trainer = Trainer(data, _short_config(), tmp_path / "model", log=messages.append)
     trainer.initialise()
-    real_losses = trainer.losses
-    calls = {"n": 0}
-
-    def poisoned(t):
-        calls["n"] += 1
-        loss, stats, out = real_losses(t)
-        return (loss * float("nan"), stats, out) if calls["n"] == 9 else (loss, stats, out)
-
-    monkeypatch.setattr(trainer, "losses", poisoned)
+    poison_loss(trainer, monkeypatch, 9)
     trainer.run()
     assert trainer.stage == "done"
     assert trainer.lr == pytest.approx(0.5)

@@ -17,6 +17,7 @@ from recon4d.fit.trainer import FitConfig, StageSteps, Trainer
 from recon4d.scene.data import load_scene_data
 from recon4d.scene_folder import FIT_STAGES as STAGES
 from tests import gsplat_standin
+from tests.conftest import poison_loss
 from tests.fake_cuda import DeviceMixError, fake_cuda, is_fake_cuda
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -98,14 +99,7 @@ def test_a_gpu_fit_catches_a_nan_and_rolls_back(fitted_left_scene, tmp_path, mon
     with fake_cuda():
         trainer = Trainer(data, cfg, tmp_path / "model", log=messages.append)
         trainer.initialise()
-        real_losses, calls = trainer.losses, {"n": 0}
-
-        def poisoned(t):
-            calls["n"] += 1
-            loss, terms, out = real_losses(t)
-            return (loss * float("nan"), terms, out) if calls["n"] == 6 else (loss, terms, out)
-
-        monkeypatch.setattr(trainer, "losses", poisoned)
+        poison_loss(trainer, monkeypatch, 6)
         trainer.run()
     assert trainer.stage == "done" and trainer.lr == pytest.approx(0.5)
     assert any("rolled back" in m for m in messages)

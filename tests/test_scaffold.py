@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from recon4d.render.projection import quat_to_rotmat
+from recon4d.geometry import quat_to_rotmat
 from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
 from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene.state import load_scene, save_scene

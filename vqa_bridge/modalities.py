@@ -15,6 +15,7 @@ so that the VLM columns stand beside what the geometry alone answers.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 import cv2
 import numpy as np
@@ -26,7 +27,9 @@ from recon4d.scene.teachers import read_teacher_cls
 from recon4d.scene_folder import SceneFolder
 from vqa_bridge.adapters.base import VisionTokens
 
-MODALITIES = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
+Modality = Literal["raw", "global-video", "feature-field", "raw+cues", "geometric"]
+"""The one list of modalities, in the order tables show them; the commands' ``--modalities`` choices."""
+MODALITIES: tuple[str, ...] = get_args(Modality)
 VLM_MODALITIES = MODALITIES[:4]  # the ones a VLM answers; ``geometric`` is answered from the trajectories
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from recon4d.io.atomic import atomic_path, write_text
+from vqa_bridge.modalities import MODALITIES
 
 # Feature4X on the VLM4D DAVIS subset with InternVideo2-Chat-8B, accuracy % (docs/design.md).
 REFERENCE = {("cot", "raw"): 36.0, ("cot", "global-video"): 32.7, ("cot", "feature-field"): 37.4,
              ("do", "raw"): 24.3, ("do", "global-video"): 23.8, ("do", "feature-field"): 29.0}
-MODALITY_ORDER = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
 MODE_ORDER = ("cot", "do")
 COLUMNS = ("prompt_mode", "modality", "n", "accuracy_pct", "ci_low_pct", "ci_high_pct", "reference_pct",
            "coverage_pct")
@@ -43,7 +43,7 @@ def ablation_rows(records: list[dict], views: dict[str, dict] | None = None) -> 
     from vqa_bridge.report import summary_rows
 
     cells = {(r["prompt_mode"], r["modality"]): r for r in summary_rows(records) if r["question_type"] == "all"}
-    order = {m: i for i, m in enumerate(MODE_ORDER)} | {m: i for i, m in enumerate(MODALITY_ORDER)}
+    order = {m: i for i, m in enumerate(MODE_ORDER)} | {m: i for i, m in enumerate(MODALITIES)}
     rows = []
     for mode, modality in sorted(cells, key=lambda k: (order.get(k[0], 9), order.get(k[1], 9), k)):
         r = cells[mode, modality]
@@ -93,7 +93,7 @@ def by_type_markdown(records: list[dict]) -> str:
              for r in summary_rows(records) if r["question_type"] != "all"}
     parts = []
     for mode in [m for m in MODE_ORDER if any(k[0] == m for k in cells)]:
-        modalities = [m for m in MODALITY_ORDER if any(k[0] == mode and k[2] == m for k in cells)]
+        modalities = [m for m in MODALITIES if any(k[0] == mode and k[2] == m for k in cells)]
         lines = [f"### {mode}: accuracy % (n) by question type", "",
                  "| question type | " + " | ".join(modalities) + " |", "|---|" + "---:|" * len(modalities)]
         for qtype in sorted({k[1] for k in cells if k[0] == mode}):
@@ -107,7 +107,7 @@ def by_type_markdown(records: list[dict]) -> str:
 def bar_chart(rows: list[dict], path: Path, title: str) -> Path:
     """Grouped bars (prompt mode groups, one bar per modality) with 95% CI whiskers and reference ticks."""
     modes = [m for m in MODE_ORDER if any(r["prompt_mode"] == m for r in rows)]
-    modalities = [m for m in MODALITY_ORDER if any(r["modality"] == m for r in rows)]
+    modalities = [m for m in MODALITIES if any(r["modality"] == m for r in rows)]
     fig = Figure(figsize=(6.4, 4.0), dpi=120)
     ax = fig.subplots()
     width = 0.8 / max(len(modalities), 1)

@@ -17,6 +17,8 @@ from pathlib import Path
 from recon4d.batch.inputs import VIDEO_SUFFIXES, SceneSpec
 from recon4d.batch.runner import BatchOptions, run_batch
 from recon4d.io.atomic import write_json
+from vqa_bridge.adapters import ModelName
+from vqa_bridge.modalities import MODALITIES
 
 
 @dataclass
@@ -27,13 +29,13 @@ class AblationPlan:
     videos: Path
     out: Path
     batch: BatchOptions
-    model: str = "tiny"
+    model: ModelName = "tiny"
     model_path: str | None = None
     device: str = "auto"
     """Where the VLM runs and the scenes render (auto, cpu, cuda, cuda:N); the fits' workers pick their own."""
     dtype: str = "auto"
     """The VLM's weights: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16, float16."""
-    modalities: tuple[str, ...] = ("raw", "global-video", "feature-field", "raw+cues", "geometric")
+    modalities: tuple[str, ...] = MODALITIES
     prompt_modes: tuple[str, ...] = ("cot", "do")
     n_frames: int = 8
     max_new_tokens: tuple[int, int] = (512, 16)

@@ -21,6 +21,7 @@ from recon4d.errors import UserError, expected_errors
 from recon4d.fit.trainer import FitConfig
 from recon4d.priors.options import PriorOptions
 from vqa_bridge.adapters import DtypeName, ModelName
+from vqa_bridge.modalities import MODALITIES, Modality
 
 
 @dataclass
@@ -39,8 +40,7 @@ class AblateCommand:
     device."""
     dtype: DtypeName = "auto"
     """The VLM's dtype: auto = bfloat16 on CUDA, float32 on the CPU."""
-    modalities: tuple[Literal["raw", "global-video", "feature-field", "raw+cues", "geometric"], ...] = (
-        "raw", "global-video", "feature-field", "raw+cues", "geometric")
+    modalities: tuple[Modality, ...] = MODALITIES
     """`raw+cues`: raw frames with the fitted trajectories described in the prompt; `geometric`: the geometric
     answerer's reply (no VLM), scored beside the others."""
     prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")

@@ -17,6 +17,7 @@ import tyro
 
 from recon4d.errors import UserError, expected_errors, log_tracebacks_to
 from vqa_bridge.adapters import DtypeName, ModelName
+from vqa_bridge.modalities import MODALITIES, Modality
 
 STEPS = {
     "extract-eval": "score the answer extractor against VLM4D's judge-graded outputs",
@@ -108,8 +109,7 @@ class RunConfig:
     """Folder of fitted scene folders, one per video (DAVIS sequence name or synth scene id)."""
     out: Path
     """Output folder: results.jsonl (resumable), summary.md, summary.csv."""
-    modalities: tuple[Literal["raw", "global-video", "feature-field", "raw+cues", "geometric"], ...] = (
-        "raw", "global-video", "feature-field", "raw+cues", "geometric")
+    modalities: tuple[Modality, ...] = MODALITIES
     """`raw+cues`: raw frames with the fitted trajectories described in the prompt; `geometric`: the geometric
     answerer's reply (no VLM), scored beside the others."""
     prompt: tuple[Literal["cot", "do"], ...] = ("cot", "do")

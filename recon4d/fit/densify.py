@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from recon4d.render.projection import quat_to_rotmat
+from recon4d.geometry import quat_to_rotmat
 from recon4d.scene import DynamicScene, GaussianSet
 
 

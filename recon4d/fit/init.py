@@ -17,12 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from cuda_ext.knn import knn
-from cuda_ext.reference.skin import quat_rotate
 from recon4d.fit.topology import arap_edges, farthest_points
+from recon4d.geometry import kabsch, lift, quat_rotate, rotmat_to_quat, sample_depth
 from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
 from recon4d.scene.data import SceneData
 from recon4d.scene.scaffold import SkinBinding
@@ -50,14 +49,6 @@ class InitConfig:
     latent_dim: int = 0
 
 
-def lift(uv: Tensor, depth: Tensor, K: Tensor, viewmat: Tensor) -> Tensor:
-    """Image coordinates (pixel i spans [i, i+1), centre i + 0.5, as the rasterizer) with depth -> world [P,3]."""
-    ones = torch.ones_like(uv[:, :1])
-    rays = torch.cat([uv, ones], 1) @ torch.linalg.inv(K).T
-    cam = rays * depth[:, None]
-    c2w = torch.linalg.inv(viewmat)
-    return cam @ c2w[:3, :3].T + c2w[:3, 3]
-
 
 def _pixels(mask: Tensor, stride: int) -> Tensor:
     grid = torch.zeros_like(mask)
@@ -75,42 +66,7 @@ def _lift_pixels(data: SceneData, t: int, mask: Tensor, stride: int) -> tuple[Te
     return pts, rgb, size
 
 
-def kabsch(src: Tensor, dst: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
-    """Rotation R and translation t minimising sum w |R src + t - dst|^2, batched over leading dimensions
-    (src, dst ``[..., n, 3]``, w ``[..., n]``; zero weights leave a point out)."""
-    w = w / w.sum(-1, keepdim=True)
-    mu_s, mu_d = (w[..., None] * src).sum(-2), (w[..., None] * dst).sum(-2)
-    cov = ((dst - mu_d[..., None, :]) * w[..., None]).transpose(-1, -2) @ (src - mu_s[..., None, :])
-    u, _, vt = torch.linalg.svd(cov)
-    fix = torch.ones_like(mu_s)
-    fix[..., 2] = torch.sign(torch.det(u @ vt))
-    rot = u @ (fix[..., None] * vt)
-    return rot, mu_d - (rot @ mu_s[..., None])[..., 0]
 
-
-def rotmat_to_quat(rot: Tensor) -> Tensor:
-    """(w, x, y, z) of rotation matrices ``[..., 3, 3]`` (stable branch on the largest component, per matrix)."""
-    m = rot
-    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
-    cands = torch.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1)
-    s = torch.sqrt(cands.max(-1).values.clamp(min=1e-12)) * 2
-    d21, d02, d10 = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]
-    s01, s02, s12 = m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1]
-    branches = torch.stack([
-        torch.stack([s / 4, d21 / s, d02 / s, d10 / s], -1),
-        torch.stack([d21 / s, s / 4, s01 / s, s02 / s], -1),
-        torch.stack([d02 / s, s01 / s, s / 4, s12 / s], -1),
-        torch.stack([d10 / s, s02 / s, s12 / s, s / 4], -1),
-    ], -2)  # [..., 4 branches, 4]
-    pick = cands.argmax(-1)[..., None, None].expand(*cands.shape[:-1], 1, 4)
-    return F.normalize(branches.gather(-2, pick)[..., 0, :], dim=-1)
-
-
-def sample_depth(depth: Tensor, xy: Tensor) -> Tensor:
-    """Depth of the pixel containing each image point (nearest pixel, no blending across edges)."""
-    x = xy[:, 0].floor().long().clamp(0, depth.shape[1] - 1)
-    y = xy[:, 1].floor().long().clamp(0, depth.shape[0] - 1)
-    return depth[y, x]
 
 
 def node_trajectories(data: SceneData, nodes: Tensor, ref: int, cfg: InitConfig) -> tuple[Tensor, Tensor]:

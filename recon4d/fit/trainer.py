@@ -29,10 +29,11 @@ from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.checkpoint import read_checkpoint, restore_rng, rng_states, write_checkpoint
 from recon4d.fit.densify import DensifyConfig, Densifier
-from recon4d.fit.init import InitConfig, initial_scene, lift, sample_depth
+from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.schedule import deck_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
 from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
 from recon4d.fit.topology import arap_edges
+from recon4d.geometry import lift, sample_depth
 from recon4d.render import RenderOutput, rasterize
 from recon4d.render.metrics import psnr
 from recon4d.scene.data import SceneData

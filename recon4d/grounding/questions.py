@@ -80,46 +80,6 @@ def parse(question: str) -> tuple[str, dict]:
     return kind, parts
 
 
-def _kind(text: str) -> tuple[str, dict]:
-    """The kind of a question already stripped of its window and perspective phrases."""
-    if text.startswith("how many"):
-        return _count(text)
-    m = re.match(r"^is the camera (?:rotating|moving|going|turning) clockwise or counter-clockwise around (?:the )?(?P<a>[a-z' -]+)", text)
-    if m:
-        return "camera_orbit", m.groupdict()
-    if re.search(r"\bcamera (?:turn|turned|pan|panned|rotate|rotated|tilt|tilted)\b", text):
-        return "camera_turn", {}
-    m = re.match(r"^(?:is|was) the camera (?:moving|going) (?:towards|closer|away)(?:.*? (?:from|to) (?:the )?(?P<a>[a-z' -]+))?", text)
-    if m:
-        return "camera_move", m.groupdict()
-    m = re.search(r"relative to the direction the (?P<a>.+?) is moving, is the (?P<b>.+?) heading to its left or", text)
-    if m:
-        return "relative_heading", m.groupdict()
-    m = re.match(r"^which (?P<a>[a-z -]+?) is (?:leading|ahead|in front|in the lead)\b", text)
-    if m:
-        return "leading", m.groupdict()
-    m = re.match(r"^(?:what|which) direction did " + SUBJECT, text)
-    if m and m.group("verb") in ("come", "came"):
-        return "origin", {"a": m.group("a")}
-    m = re.match(r"^(?:the )?(?P<x>[a-z -]+?) (?:threw|throws|hit|hits|kicked|kicks) (?:the|his|her|their) "
-                 r"(?P<a>[a-z -]+?) (?:in|to|towards) which direction", text)
-    if m:
-        return "direction", {"a": m.group("a")}
-    m = re.match(r"^(?:what|which) (?:direction|way) (?:is|are|was|were|did|does|do) " + SUBJECT, text)
-    if m:
-        return _wh(m)
-    m = re.match(r"^which way is (?:the )?(?P<a>[a-z -]+?) (?:rotating|spinning|turning), clockwise or", text)
-    if m:
-        return "rotation", m.groupdict()
-    m = re.match(r"^how is (?:the )?(?P<a>[a-z -]+?) (?:rotating|spinning|turning)$", text)
-    if m:
-        return "rotation", m.groupdict()
-    m = re.match(r"^(?:is|are|was|were|did|does|do) " + SUBJECT, text)
-    if m:
-        return _yes_no(m)
-    return "unsupported", {}
-
-
 def _object_of(m: re.Match) -> str:
     """The subject, or for "did the person move the drone ..." the thing moved (the drone)."""
     rest = m.group("rest").strip()
@@ -160,6 +120,47 @@ def _yes_no(m: re.Match) -> tuple[str, dict]:
         return "vertical", {"a": a}
     if re.search(r"\b(?:left|right)\b.* or\b", rest) or re.search(r"\bor (?:to )?(?:the )?(?:left|right)\b", rest):
         return "direction", {"a": _object_of(m)}
+    return "unsupported", {}
+
+
+def _origin(m: re.Match) -> tuple[str, dict] | None:
+    """ "What direction did X come from": where it came from; other verbs are no origin question."""
+    return ("origin", {"a": m.group("a")}) if m.group("verb") in ("come", "came") else None
+
+
+# The wordings ``_kind`` knows, in the order they are tried: (re.match or re.search, pattern, what it means):
+# a kind (with the pattern's named groups as the parts) or a function of the match giving (kind, parts), or
+# None when the match is not that question after all.
+WORDINGS = [
+    (re.match, r"^is the camera (?:rotating|moving|going|turning) clockwise or counter-clockwise around (?:the )?(?P<a>[a-z' -]+)",
+     "camera_orbit"),
+    (re.search, r"\bcamera (?:turn|turned|pan|panned|rotate|rotated|tilt|tilted)\b", "camera_turn"),
+    (re.match, r"^(?:is|was) the camera (?:moving|going) (?:towards|closer|away)(?:.*? (?:from|to) (?:the )?(?P<a>[a-z' -]+))?",
+     "camera_move"),
+    (re.search, r"relative to the direction the (?P<a>.+?) is moving, is the (?P<b>.+?) heading to its left or",
+     "relative_heading"),
+    (re.match, r"^which (?P<a>[a-z -]+?) is (?:leading|ahead|in front|in the lead)\b", "leading"),
+    (re.match, r"^(?:what|which) direction did " + SUBJECT, _origin),
+    (re.match, r"^(?:the )?(?P<x>[a-z -]+?) (?:threw|throws|hit|hits|kicked|kicks) (?:the|his|her|their) "
+               r"(?P<a>[a-z -]+?) (?:in|to|towards) which direction", lambda m: ("direction", {"a": m.group("a")})),
+    (re.match, r"^(?:what|which) (?:direction|way) (?:is|are|was|were|did|does|do) " + SUBJECT, _wh),
+    (re.match, r"^which way is (?:the )?(?P<a>[a-z -]+?) (?:rotating|spinning|turning), clockwise or", "rotation"),
+    (re.match, r"^how is (?:the )?(?P<a>[a-z -]+?) (?:rotating|spinning|turning)$", "rotation"),
+    (re.match, r"^(?:is|are|was|were|did|does|do) " + SUBJECT, _yes_no),
+]
+
+
+def _kind(text: str) -> tuple[str, dict]:
+    """The kind of a question already stripped of its window and perspective phrases."""
+    if text.startswith("how many"):
+        return _count(text)
+    for find, pattern, meaning in WORDINGS:
+        m = find(pattern, text)
+        if not m:
+            continue
+        found = (meaning, m.groupdict()) if isinstance(meaning, str) else meaning(m)
+        if found is not None:
+            return found
     return "unsupported", {}
 
 

@@ -67,24 +67,29 @@ def _share(value: float, t: ObjectTrack) -> float:
     return value / max(float(np.linalg.norm([m.lateral, m.depth, m.rise])), 1e-9)
 
 
-def distance(t: ObjectTrack) -> tuple[str | None, str]:
-    """Towards / away from the camera: the object's own change of distance to the camera along its path."""
+def _along_path(t: ObjectTrack, name: str, share: float, positive: str, negative: str, still: str
+                ) -> tuple[str | None, str]:
+    """The sign of the motion's component ``name`` (an attribute of ``t.motion``); None when it is under ``share``
+    of the path length, "not moving" (because ``still``) when the object does not move."""
     m = t.motion
     if not m.moving:
-        return "not moving", f"path {m.path:.2f}"
-    if abs(m.radial) < 0.3 * m.path:
-        return None, f"radial {m.radial:+.2f} of path {m.path:.2f}"
-    return ("away" if m.radial > 0 else "towards"), f"radial {m.radial:+.2f} of path {m.path:.2f}"
+        return "not moving", still
+    value = getattr(m, name)
+    why = f"{name} {value:+.2f} of path {m.path:.2f}"
+    if abs(value) < share * m.path:
+        return None, why
+    return (positive if value > 0 else negative), why
+
+
+def distance(t: ObjectTrack) -> tuple[str | None, str]:
+    """Towards / away from the camera: the object's own change of distance to the camera along its path."""
+    return _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
 
 
 def vertical(t: ObjectTrack) -> tuple[str | None, str]:
     """Up / down (uphill, landing, taking off): the centre's travel along the world's up."""
     m = t.motion
-    if not m.moving:
-        return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
-    if abs(m.rise) < 0.3 * m.path:
-        return None, f"rise {m.rise:+.2f} of path {m.path:.2f}"
-    return ("up" if m.rise > 0 else "down"), f"rise {m.rise:+.2f} of path {m.path:.2f}"
+    return _along_path(t, "rise", 0.3, "up", "down", still=f"reach {m.reach:.2f} <= object size {m.size:.2f}")
 
 
 def rotation(t: ObjectTrack) -> tuple[str | None, str]:
@@ -98,12 +103,8 @@ def rotation(t: ObjectTrack) -> tuple[str | None, str]:
 
 
 def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
-    m = t.motion
-    if not m.moving:
-        return "not moving", f"path {m.path:.2f}"
-    if abs(m.forward) < 0.5 * m.path:
-        return None, f"forward {m.forward:+.2f} of path {m.path:.2f}"
-    return ("forwards" if m.forward > 0 else "backwards"), f"forward {m.forward:+.2f} of path {m.path:.2f}"
+    """Forwards / backwards along the object's own heading."""
+    return _along_path(t, "forward", 0.5, "forwards", "backwards", still=f"path {t.motion.path:.2f}")
 
 
 def own_turn(t: ObjectTrack) -> tuple[str | None, str]:

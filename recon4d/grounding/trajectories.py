@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recon4d.geometry import kabsch_np, rotation_vector
 from recon4d.grounding.objects import ObjectInstance
 
 # An object moves when its centre gets further than this many object sizes from where it has been
@@ -104,28 +105,6 @@ class ObjectTrack:
         return np.stack([(rel * self.heading).sum(1), (rel * left).sum(1), rel @ up], 1)
 
 
-def rotation_vector(rot: np.ndarray) -> np.ndarray:
-    """Axis times angle (radians) of a rotation matrix."""
-    angle = math.acos(float(np.clip((np.trace(rot) - 1) / 2, -1.0, 1.0)))
-    axis = np.array([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0], rot[1, 0] - rot[0, 1]])
-    norm = np.linalg.norm(axis)
-    if norm < 1e-9:
-        if angle < 1e-6:
-            return np.zeros(3)
-        # 180 degrees: the axis is the eigenvector of eigenvalue 1
-        w, v = np.linalg.eigh((rot + rot.T) / 2)
-        return v[:, np.argmax(w)] * angle
-    return axis / norm * angle
-
-
-def kabsch(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted rigid fit: R, t minimising sum w |R src + t - dst|^2."""
-    w = w / w.sum()
-    mu_s, mu_d = w @ src, w @ dst
-    u, _, vt = np.linalg.svd(((dst - mu_d) * w[:, None]).T @ (src - mu_s))
-    fix = np.diag([1.0, 1.0, float(np.sign(np.linalg.det(u @ vt)))])
-    rot = u @ fix @ vt
-    return rot, mu_d - rot @ mu_s
 
 
 def estimate_up(static_means: np.ndarray, viewmat0: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
@@ -190,7 +169,7 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
     pts = tracks[:, obj.gaussians]
     w = np.maximum(opacities[obj.gaussians], 1e-3)
     T = len(pts)
-    fits = [kabsch(pts[ref], pts[t], w) for t in range(T)]
+    fits = [kabsch_np(pts[ref], pts[t], w) for t in range(T)]
     rots, trans = np.stack([f[0] for f in fits]), np.stack([f[1] for f in fits])
     centroid = w @ pts[ref] / w.sum()
     size = float(np.sqrt(w @ ((pts[ref] - centroid) ** 2).sum(1) / w.sum()))

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
+from recon4d.geometry import umeyama
+
 if TYPE_CHECKING:
     from recon4d.priors.camera import CameraResult
 
@@ -158,18 +160,6 @@ def camera_errors(view_est: np.ndarray, view_gt: np.ndarray) -> dict:
         trans = _stats(np.degrees(np.arccos(np.clip(cos, -1, 1)))[keep])
     return {"rot_err_deg": _stats(rot), "trans_dir_err_deg": trans}
 
-
-def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """Similarity (s, R, t) minimising |s R src + t - dst|^2 (Umeyama 1991)."""
-    ms, md = src.mean(0), dst.mean(0)
-    a, b = src - ms, dst - md
-    U, S, Vt = np.linalg.svd(b.T @ a / len(src))
-    D = np.eye(3)
-    D[2, 2] = np.sign(np.linalg.det(U @ Vt)) or 1.0
-    R = U @ D @ Vt
-    var = (a ** 2).sum() / len(src)
-    s = float(np.trace(np.diag(S) @ D) / var) if var > 1e-12 else 1.0
-    return s, R, md - s * R @ ms
 
 
 def track_errors(truth: SynthTruth, xy: np.ndarray, vis: np.ndarray, seeds: np.ndarray) -> dict:

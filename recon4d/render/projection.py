@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from recon4d.geometry import quat_to_rotmat
+
 
 @dataclass
 class Projection:
@@ -30,18 +32,6 @@ class Projection:
     radii: Tensor  # [C, N, 2] int32, 0 = culled
     compensations: Tensor | None  # [C, N] antialiasing opacity factor, or None
 
-
-def quat_to_rotmat(quats: Tensor) -> Tensor:
-    """Rotation matrices [..., 3, 3] from (w, x, y, z) quaternions (normalised here)."""
-    w, x, y, z = torch.unbind(torch.nn.functional.normalize(quats, dim=-1), dim=-1)
-    return torch.stack(
-        [
-            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-        ],
-        dim=-1,
-    ).reshape(quats.shape[:-1] + (3, 3))
 
 
 def covariance_3d(quats: Tensor, scales: Tensor) -> Tensor:

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from cuda_ext.knn import knn
-from cuda_ext.reference.skin import quat_rotate
 from cuda_ext.skin import skin
+from recon4d.geometry import quat_rotate
 
 
 class MotionScaffold(nn.Module):

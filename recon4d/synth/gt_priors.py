@@ -16,24 +16,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from recon4d.geometry import lift_np, quat_to_rotmat_np
 from recon4d.io.atomic import atomic_path, write_json
 
 
-def _quat_to_rot(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def _lift(uv: np.ndarray, depth: np.ndarray, K: np.ndarray, viewmat: np.ndarray) -> np.ndarray:
-    """Image points (pixel i spans [i, i+1)) with camera depth -> world points."""
-    rays = np.linalg.solve(K, np.concatenate([uv, np.ones((len(uv), 1))], 1).T).T
-    cam = rays * depth[:, None]
-    c2w = np.linalg.inv(viewmat)
-    return cam @ c2w[:3, :3].T + c2w[:3, 3]
 
 
 def _project(points: np.ndarray, K: np.ndarray, viewmat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,14 +39,14 @@ def gt_tracks(depth: np.ndarray, ids: np.ndarray, K: np.ndarray, viewmats: np.nd
     keep = depth[ref, ys, xs] > 0
     ys, xs = ys[keep], xs[keep]
     owner = ids[ref, ys, xs]
-    world_ref = _lift(np.stack([xs + 0.5, ys + 0.5], 1), depth[ref, ys, xs], K, viewmats[ref])
+    world_ref = lift_np(np.stack([xs + 0.5, ys + 0.5], 1), depth[ref, ys, xs], K, viewmats[ref])
     xy = np.zeros((T, len(xs), 2), np.float32)
     visible = np.zeros((T, len(xs)), bool)
     for t in range(T):
         world_t = world_ref.copy()
         for oid, (centres, quats) in objects.items():
             sel = owner == oid
-            rel = _quat_to_rot(quats[t]) @ _quat_to_rot(quats[ref]).T
+            rel = quat_to_rotmat_np(quats[t]) @ quat_to_rotmat_np(quats[ref]).T
             world_t[sel] = (world_ref[sel] - centres[ref]) @ rel.T + centres[t]
         uv, z = _project(world_t, K, viewmats[t])
         px = np.floor(uv).astype(int)

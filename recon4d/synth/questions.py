@@ -91,12 +91,17 @@ class Motion:
             return "away from the camera" if self.depth > 0 else "towards the camera"
         return None
 
-    def distance(self) -> str | None:
+    def _along_path(self, value: float, share: float, positive: str, negative: str) -> str | None:
+        """The sign of one component of the travel when it is at least ``share`` of the path ("not moving" when
+        the object does not move; None in between)."""
         if not self.moving:
             return "not moving"
-        if abs(self.radial) >= 0.6 * self.path:
-            return "going further away" if self.radial > 0 else "coming closer"
+        if abs(value) >= share * self.path:
+            return positive if value > 0 else negative
         return None
+
+    def distance(self) -> str | None:
+        return self._along_path(self.radial, 0.6, "going further away", "coming closer")
 
     def rotation(self) -> str | None:
         if abs(self.yaw_change) < STRAIGHT_MAX:
@@ -106,11 +111,7 @@ class Motion:
         return None
 
     def own_direction(self) -> str | None:
-        if not self.moving:
-            return "not moving"
-        if abs(self.forward) >= 0.5 * self.path:
-            return "forwards" if self.forward > 0 else "backwards"
-        return None
+        return self._along_path(self.forward, 0.5, "forwards", "backwards")
 
     def own_turn(self) -> str | None:
         if not self.moving:
@@ -126,27 +127,27 @@ class Motion:
         return not self.moving and abs(self.yaw_change) >= TURN_MIN
 
 
+# kind -> (question about {name}, the three choices other than "no <name> there")
+PER_OBJECT = {
+    "camera_direction_lateral": ("From the camera perspective, what direction is the {name} moving towards?",
+                                 ("left", "right", "not moving")),
+    "camera_direction_depth": ("From the camera perspective, what direction is the {name} moving towards?",
+                               ("towards the camera", "away from the camera", "not moving")),
+    "distance": ("Is the {name} coming closer or moving further away?", ("coming closer", "going further away", "not moving")),
+    "rotation": ("Is the {name} rotating clockwise or counter-clockwise?", ("clockwise", "counter-clockwise", "not rotating")),
+    "own_direction": ("Is the {name} moving forwards or backwards from its own perspective?",
+                      ("forwards", "backwards", "not moving")),
+    "own_turn": ("Is the {name} turning to the left or right from its own perspective?",
+                 ("left", "right", "moving straight and not turning")),
+}
+
+
 def _per_object(kind: str, name: str) -> tuple[str, list]:
     """Question text and the three choices other than "no <name> there" for ``kind``."""
-    if kind == "camera_direction_lateral":
-        return f"From the camera perspective, what direction is the {name} moving towards?", ["left", "right", "not moving"]
-    if kind == "camera_direction_depth":
-        return (
-            f"From the camera perspective, what direction is the {name} moving towards?",
-            ["towards the camera", "away from the camera", "not moving"],
-        )
-    if kind == "distance":
-        return f"Is the {name} coming closer or moving further away?", ["coming closer", "going further away", "not moving"]
-    if kind == "rotation":
-        return f"Is the {name} rotating clockwise or counter-clockwise?", ["clockwise", "counter-clockwise", "not rotating"]
-    if kind == "own_direction":
-        return f"Is the {name} moving forwards or backwards from its own perspective?", ["forwards", "backwards", "not moving"]
-    if kind == "own_turn":
-        return (
-            f"Is the {name} turning to the left or right from its own perspective?",
-            ["left", "right", "moving straight and not turning"],
-        )
-    raise ValueError(kind)
+    if kind not in PER_OBJECT:
+        raise ValueError(kind)
+    text, choices = PER_OBJECT[kind]
+    return text.format(name=name), list(choices)
 
 
 def _object_questions(obj: SceneObject, m: Motion) -> list[Question]:

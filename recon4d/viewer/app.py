@@ -18,32 +18,14 @@ import time
 import numpy as np
 import torch
 import viser
-from torch import Tensor
 
 from recon4d.export.job import dynamic_splats, static_splats
 from recon4d.export.ply import Splats
+from recon4d.geometry import rotmat_to_quat_np
 from recon4d.render.cameras import camera_centre, global_camera
 from recon4d.render.fitted import FittedScene
 from recon4d.viewer.scene_layers import MODES, PcaColours, colours, covariances, trajectory_segments
 
-
-def _rotmat_to_wxyz(R: Tensor) -> np.ndarray:
-    """Quaternion (w,x,y,z) of a 3x3 rotation (Shepperd's method, numerically safe branch)."""
-    m = R.double().numpy()
-    tr = np.trace(m)
-    if tr > 0:
-        s = 2.0 * math.sqrt(tr + 1.0)
-        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
-    else:
-        i = int(np.argmax(np.diag(m)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * math.sqrt(1.0 + m[i, i] - m[j, j] - m[k, k])
-        q = [0.0] * 4
-        q[0] = (m[k, j] - m[j, k]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (m[j, i] + m[i, j]) / s
-        q[1 + k] = (m[k, i] + m[i, k]) / s
-    return np.array(q)
 
 
 class SceneViewer:
@@ -97,8 +79,8 @@ class SceneViewer:
         for t, view in enumerate(data.viewmats):
             self.frusta.append(self.server.scene.add_camera_frustum(
                 f"/cameras/{t:05d}", fov=fov, aspect=data.width / data.height, scale=0.05 * self.extent,
-                thickness=0.003 * self.extent, color=(120, 120, 120), wxyz=_rotmat_to_wxyz(view[:3, :3].T),
-                position=camera_centre(view).numpy()))
+                thickness=0.003 * self.extent, color=(120, 120, 120),
+                wxyz=rotmat_to_quat_np(view[:3, :3].T.double().numpy()), position=camera_centre(view).numpy()))
 
     def _add_trajectories(self) -> None:
         scaffold = self.fitted.scene.scaffold

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from recon4d.export.ply import Splats
-from recon4d.render.projection import quat_to_rotmat
+from recon4d.geometry import quat_to_rotmat
 
 MODES = ("rgb", "depth", "feature pca")
 

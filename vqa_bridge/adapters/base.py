@@ -6,12 +6,18 @@ vision encoder and returns per-frame token maps (what ``recon4d fit`` distils);
 field) and runs everything after the encoder. ``*_from_frames`` is the ordinary
 pixel path. The ``logits_*`` twins return next-token logits of the prompt, which
 is how tests prove the two paths are the same computation.
+
+The four public methods are written here once; an adapter supplies how it builds
+a model input from pixels (``frame_inputs``) and from tokens (``token_inputs``),
+how it runs one (``_logits``, ``_generate``), and, where the tokens cannot travel
+in the input, what puts them in place of the encoder meanwhile (``_tokens_in_place``).
 """
 
 from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 
 import torch
@@ -87,20 +93,52 @@ class VisionLanguageAdapter(ABC):
         """Vision-encoder tokens of ``frames`` as one clip."""
 
     @abstractmethod
+    def frame_inputs(self, frames: Tensor, prompt: str):
+        """The model's input for the prompt with the video given as pixels (what ``_logits``/``_generate`` take)."""
+
+    @abstractmethod
+    def token_inputs(self, tokens: VisionTokens, prompt: str):
+        """The model's input for the prompt with the vision encoder's output replaced by ``tokens``."""
+
+    @abstractmethod
+    def _logits(self, inputs) -> Tensor:
+        """Logits [seq, vocab] of a model input."""
+
+    @abstractmethod
+    def _generate(self, inputs, max_new_tokens: int) -> str:
+        """Greedily decoded answer text after a model input."""
+
+    def _tokens_in_place(self, tokens: VisionTokens) -> AbstractContextManager:
+        """While open, ``tokens`` stand in for the encoder's output; nothing to do where ``token_inputs`` carries them."""
+        return nullcontext()
+
+    @cpu_threads
+    @torch.no_grad()
     def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
         """Logits [seq, vocab] of the prompt with the video given as pixels."""
+        return self._logits(self.frame_inputs(frames, prompt))
 
-    @abstractmethod
+    @cpu_threads
+    @torch.no_grad()
     def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
         """Logits [seq, vocab] of the prompt with the vision encoder's output replaced by ``tokens``."""
+        inputs = self.token_inputs(tokens, prompt)
+        with self._tokens_in_place(tokens):
+            return self._logits(inputs)
 
-    @abstractmethod
+    @cpu_threads
+    @torch.no_grad()
     def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
         """Decoded answer text for the prompt after the video given as pixels."""
+        return self._generate(self.frame_inputs(frames, prompt), max_new_tokens)
 
-    @abstractmethod
+    @cpu_threads
+    @torch.no_grad()
     def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
         """Decoded answer text with the vision encoder's output replaced by ``tokens``."""
+        inputs = self.token_inputs(tokens, prompt)
+        with self._tokens_in_place(tokens):
+            return self._generate(inputs, max_new_tokens)
 
     def placement(self) -> dict[str, str]:
         """Device and dtype of the model's weights, recorded beside every answer (bf16 and float32 answer differently)."""

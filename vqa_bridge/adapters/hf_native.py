@@ -97,7 +97,10 @@ class ProcessorAdapter(VisionLanguageAdapter):
             inputs["mm_token_type_ids"] = torch.tensor(self.processor.create_mm_token_type_ids(inputs["input_ids"]))
         return on_device(inputs, self.device)
 
-    def generate(self, inputs: dict, max_new_tokens: int) -> str:
+    def _logits(self, inputs: dict) -> Tensor:
+        return self.model(**inputs).logits[0].float().cpu()
+
+    def _generate(self, inputs: dict, max_new_tokens: int) -> str:
         out = self.model.generate(**inputs, max_new_tokens=max_new_tokens)
         return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 

@@ -103,7 +103,7 @@ class InternVideo2Adapter(VisionLanguageAdapter):
         return VisionTokens(out[1:].reshape(T, side, side, -1), cls=out[0])
 
     @contextmanager
-    def _encoder_output(self, tokens: VisionTokens):
+    def _tokens_in_place(self, tokens: VisionTokens):
         """Temporarily replace the vision encoder by the given tokens (CLS first, then frame-major rows)."""
         if tokens.cls is None:
             raise ValueError("InternVideo2 needs a CLS token in front of the frame tokens")
@@ -134,12 +134,22 @@ class InternVideo2Adapter(VisionLanguageAdapter):
         video_idx[0, len(before):len(before) + n_query] = 1
         return ids, torch.ones_like(ids), video_idx
 
-    def _logits(self, video: Tensor, prompt: str) -> Tensor:
+    def frame_inputs(self, frames: Tensor, prompt: str) -> tuple[Tensor, str]:
+        """The normalised clip and the prompt; the ids are built where they are used (``_inputs``)."""
+        return self._video(frames), prompt
+
+    def token_inputs(self, tokens: VisionTokens, prompt: str) -> tuple[Tensor, str]:
+        """A placeholder clip of the tokens' length (``_tokens_in_place`` supplies the tokens) and the prompt."""
+        return self._placeholder(tokens), prompt
+
+    def _logits(self, inputs: tuple[Tensor, str]) -> Tensor:
+        video, prompt = inputs
         ids, mask, video_idx = self._inputs(prompt)
         embeds = self.model.pad_text_embeds(input_ids=ids, video=video, video_idx=video_idx)
         return self.model.lm(inputs_embeds=embeds, attention_mask=mask).logits[0].float()
 
-    def _answer(self, video: Tensor, prompt: str, max_new_tokens: int) -> str:
+    def _generate(self, inputs: tuple[Tensor, str], max_new_tokens: int) -> str:
+        video, prompt = inputs
         ids, mask, video_idx = self._inputs(prompt)
         out = self.model.generate_caption(ids, mask, video_idx=video_idx, video=video,
                                           max_new_tokens=max_new_tokens, **CAPTION_GREEDY)
@@ -149,30 +159,6 @@ class InternVideo2Adapter(VisionLanguageAdapter):
         """A pixel tensor of the right clip shape; its values are never read (the encoder is replaced)."""
         return torch.zeros(1, tokens.grid.shape[0], 3, self.image_size, self.image_size,
                            device=self._vision_param().device)
-
-    @cpu_threads
-    @torch.no_grad()
-    def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
-        return self._logits(self._video(frames), prompt)
-
-    @cpu_threads
-    @torch.no_grad()
-    def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
-        video = self._placeholder(tokens)
-        with self._encoder_output(tokens):
-            return self._logits(video, prompt)
-
-    @cpu_threads
-    @torch.no_grad()
-    def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
-        return self._answer(self._video(frames), prompt, max_new_tokens)
-
-    @cpu_threads
-    @torch.no_grad()
-    def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
-        video = self._placeholder(tokens)
-        with self._encoder_output(tokens):
-            return self._answer(video, prompt, max_new_tokens)
 
     def run_settings(self) -> dict:
         return {"generate": {**{k: v for k, v in CAPTION_GREEDY.items() if v is not None},

@@ -66,26 +66,6 @@ class InternVLAdapter(ProcessorAdapter):
         replacement = self.processor.replace_video_token({"pixel_values_videos": [tokens.grid]}, 0)
         return {**self.text_inputs(prompt, replacement), "mm_encoder_outputs": {"image": self._projected(tokens)}}
 
-    @cpu_threads
-    @torch.no_grad()
-    def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
-        return self.model(**self.frame_inputs(frames, prompt)).logits[0].float().cpu()
-
-    @cpu_threads
-    @torch.no_grad()
-    def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
-        return self.model(**self.token_inputs(tokens, prompt)).logits[0].float().cpu()
-
-    @cpu_threads
-    @torch.no_grad()
-    def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
-        return self.generate(self.frame_inputs(frames, prompt), max_new_tokens)
-
-    @cpu_threads
-    @torch.no_grad()
-    def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
-        return self.generate(self.token_inputs(tokens, prompt), max_new_tokens)
-
 
 def load_internvl(path: str, device: str | torch.device | None = None,
                   dtype: torch.dtype | None = None) -> InternVLAdapter:

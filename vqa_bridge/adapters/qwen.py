@@ -110,33 +110,13 @@ class QwenVLAdapter(ProcessorAdapter):
         return inputs
 
     # -- language side ----------------------------------------------------------------------
-    def _forward(self, inputs: dict) -> Tensor:
+    def _logits(self, inputs: dict) -> Tensor:
         self.model.model.rope_deltas = None  # the model caches 3-D rope offsets between calls
-        return self.model(**inputs).logits[0].float().cpu()
+        return super()._logits(inputs)
 
-    def _answer(self, inputs: dict, max_new_tokens: int) -> str:
+    def _generate(self, inputs: dict, max_new_tokens: int) -> str:
         self.model.model.rope_deltas = None
-        return self.generate(inputs, max_new_tokens)
-
-    @cpu_threads
-    @torch.no_grad()
-    def logits_from_frames(self, frames: Tensor, prompt: str) -> Tensor:
-        return self._forward(self.frame_inputs(frames, prompt))
-
-    @cpu_threads
-    @torch.no_grad()
-    def logits_from_tokens(self, tokens: VisionTokens, prompt: str) -> Tensor:
-        return self._forward(self.token_inputs(tokens, prompt))
-
-    @cpu_threads
-    @torch.no_grad()
-    def answer_from_frames(self, frames: Tensor, prompt: str, max_new_tokens: int) -> str:
-        return self._answer(self.frame_inputs(frames, prompt), max_new_tokens)
-
-    @cpu_threads
-    @torch.no_grad()
-    def answer_from_tokens(self, tokens: VisionTokens, prompt: str, max_new_tokens: int) -> str:
-        return self._answer(self.token_inputs(tokens, prompt), max_new_tokens)
+        return super()._generate(inputs, max_new_tokens)
 
     def run_settings(self) -> dict:
         return {**super().run_settings(), "video_fps": self.fps}

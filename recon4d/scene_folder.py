@@ -26,7 +26,7 @@ from typing import Literal, get_args
 from recon4d.errors import UserError
 
 FitStage = Literal["static", "scaffold", "motion", "joint", "cameras", "settle", "features"]
-"""One of the optimiser's stages (see :mod:`recon4d.fit.trainer`)."""
+"""One of the optimiser's stages (see :mod:`recon4d.fit.stages`)."""
 FIT_STAGES: tuple[FitStage, ...] = get_args(FitStage)
 """The optimiser's stages, in order."""
 Stage = Literal["priors", FitStage]

@@ -43,9 +43,8 @@ class InitConfig:
     """ARAP neighbours per node and level (``topology.arap_edges``)."""
     arap_levels: int = 1
     """Levels of the ARAP graph: all nodes, then a quarter as many per level (the reference systems'
-    multi-level ARAP). One by default: on DAVIS cpu-preview, three levels cost horsejump-high 0.8 dB
-    (28.62 -> 27.84; coarse levels weighted 0.3: 27.89) and blackswan 0.1 dB (27.70 -> 27.61): a
-    coarse pair spans a trunk and a leg, which are not rigid together."""
+    multi-level ARAP). One by default: a coarse pair spans a trunk and a leg, which are not rigid
+    together (docs/decisions.md)."""
     latent_dim: int = 0
 
 

@@ -8,6 +8,9 @@ The Hamilton product and quaternion rotation are the PyTorch kernel twin's own
 computes and ``cuda_ext`` must not import ``recon4d``, so the twin owns them and this
 module is the one place in ``recon4d`` that takes them from it.
 
+Axis-angle rotations (``rodrigues``, ``rodrigues_torch``, ``log_rotation``) are the camera
+solve's and the pose refinement's parameters.
+
 The NumPy functions (``*_np``, ``rotation_vector``, ``umeyama``) serve code that works in NumPy
 (the synthetic ground truth, grounding, the viewer). They are not the torch ones on
 arrays: their float operations differ (``np.linalg.solve`` for ``K^-1``, a diagonal
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -163,3 +167,38 @@ def lift_np(uv: np.ndarray, depth: np.ndarray, K: np.ndarray, viewmat: np.ndarra
     cam = rays * depth[:, None]
     c2w = np.linalg.inv(viewmat)
     return cam @ c2w[:3, :3].T + c2w[:3, 3]
+
+
+def rodrigues(r: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``[N, 3, 3]`` from axis-angle vectors ``[N, 3]``."""
+    theta = np.linalg.norm(r, axis=1)[:, None, None]
+    k = r / np.maximum(theta[:, :, 0], 1e-12)
+    Kx = np.zeros((len(r), 3, 3))
+    Kx[:, 0, 1], Kx[:, 0, 2], Kx[:, 1, 0] = -k[:, 2], k[:, 1], k[:, 2]
+    Kx[:, 1, 2], Kx[:, 2, 0], Kx[:, 2, 1] = -k[:, 0], -k[:, 1], k[:, 0]
+    small = theta < 1e-8
+    R = np.eye(3) + np.sin(theta) * Kx + (1 - np.cos(theta)) * Kx @ Kx
+    return np.where(small, np.eye(3) + _skew(r), R)
+
+
+def _skew(r: np.ndarray) -> np.ndarray:
+    S = np.zeros((len(r), 3, 3))
+    S[:, 0, 1], S[:, 0, 2], S[:, 1, 0] = -r[:, 2], r[:, 1], r[:, 2]
+    S[:, 1, 2], S[:, 2, 0], S[:, 2, 1] = -r[:, 0], -r[:, 1], r[:, 0]
+    return S
+
+
+def rodrigues_torch(r: torch.Tensor) -> torch.Tensor:
+    """Differentiable rotation matrices ``[N, 3, 3]`` from axis-angle ``[N, 3]`` (Taylor series near 0)."""
+    th2 = (r * r).sum(-1, keepdim=True)[..., None]
+    small = th2 < 1e-8
+    th = torch.sqrt(torch.where(small, torch.ones_like(th2), th2))
+    a = torch.where(small, 1 - th2 / 6, torch.sin(th) / th)
+    b = torch.where(small, 0.5 - th2 / 24, (1 - torch.cos(th)) / torch.where(small, torch.ones_like(th2), th2))
+    z = torch.zeros_like(r[:, 0])
+    S = torch.stack([z, -r[:, 2], r[:, 1], r[:, 2], z, -r[:, 0], -r[:, 1], r[:, 0], z], -1).view(-1, 3, 3)
+    return torch.eye(3, dtype=r.dtype, device=r.device) + a * S + b * S @ S
+
+
+def log_rotation(R: np.ndarray) -> np.ndarray:
+    return np.stack([cv2.Rodrigues(m)[0][:, 0] for m in R])

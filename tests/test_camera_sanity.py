@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from recon4d.errors import UserError
+from recon4d.geometry import rodrigues
 from recon4d.priors import camera as camera_module
-from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolveError, CameraSolver, rodrigues
+from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolveError, CameraSolver
 from recon4d.priors.camera_sanity import frame_rotations_deg, implausibility
 from recon4d.priors.depth import sparse_depth
 

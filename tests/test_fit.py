@@ -12,7 +12,7 @@ import torch
 from cuda_ext.rasterize import kernel_available
 from recon4d.eval import evaluate_scene
 from recon4d.fit.trainer import FitConfig, StageSteps, Trainer, fit_scene
-from recon4d.priors.camera import rodrigues_torch
+from recon4d.geometry import rodrigues_torch
 from recon4d.scene.data import load_scene_data
 from recon4d.scene_folder import MissingStageError
 from tests.conftest import poison_loss, requires_compiler

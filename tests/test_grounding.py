@@ -17,13 +17,12 @@ import json
 import math
 
 import numpy as np
-import pytest
 
+from recon4d.geometry import rodrigues
 from recon4d.grounding.answerer import CANNOT_TELL, answer_question, parse
 from recon4d.grounding.objects import ObjectInstance, colour_word, read_id_masks
 from recon4d.grounding.shape import estimate_shape
 from recon4d.grounding.trajectories import SceneTracks, track_object
-from recon4d.priors.camera import rodrigues
 
 UP = np.array([0.0, 0.0, 1.0])
 # A camera at (0, -6, 2.5) looking at the origin (OpenCV axes), as in the synth scenes.

@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recon4d.geometry import rodrigues_torch
 from recon4d.io.atomic import write_json
-from recon4d.priors.camera import rodrigues_torch
 
 
 class PoseRefinement(nn.Module):

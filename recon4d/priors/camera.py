@@ -52,13 +52,13 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import cv2
 import numpy as np
 import torch
 from scipy.optimize import least_squares
 from scipy.sparse import coo_matrix, csr_matrix
 
 from recon4d.errors import UserError
+from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
 from recon4d.priors.camera_sanity import implausibility
@@ -84,37 +84,6 @@ class CameraResult:
     info: dict = field(default_factory=dict)
 
 
-def rodrigues(r: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``[N, 3, 3]`` from axis-angle vectors ``[N, 3]``."""
-    theta = np.linalg.norm(r, axis=1)[:, None, None]
-    k = r / np.maximum(theta[:, :, 0], 1e-12)
-    Kx = np.zeros((len(r), 3, 3))
-    Kx[:, 0, 1], Kx[:, 0, 2], Kx[:, 1, 0] = -k[:, 2], k[:, 1], k[:, 2]
-    Kx[:, 1, 2], Kx[:, 2, 0], Kx[:, 2, 1] = -k[:, 0], -k[:, 1], k[:, 0]
-    small = theta < 1e-8
-    R = np.eye(3) + np.sin(theta) * Kx + (1 - np.cos(theta)) * Kx @ Kx
-    return np.where(small, np.eye(3) + _skew(r), R)
-
-
-def _skew(r: np.ndarray) -> np.ndarray:
-    S = np.zeros((len(r), 3, 3))
-    S[:, 0, 1], S[:, 0, 2], S[:, 1, 0] = -r[:, 2], r[:, 1], r[:, 2]
-    S[:, 1, 2], S[:, 2, 0], S[:, 2, 1] = -r[:, 0], -r[:, 1], r[:, 0]
-    return S
-
-
-def rodrigues_torch(r: torch.Tensor) -> torch.Tensor:
-    """Differentiable rotation matrices ``[N, 3, 3]`` from axis-angle ``[N, 3]`` (Taylor series near 0)."""
-    th2 = (r * r).sum(-1, keepdim=True)[..., None]
-    small = th2 < 1e-8
-    th = torch.sqrt(torch.where(small, torch.ones_like(th2), th2))
-    a = torch.where(small, 1 - th2 / 6, torch.sin(th) / th)
-    b = torch.where(small, 0.5 - th2 / 24, (1 - torch.cos(th)) / torch.where(small, torch.ones_like(th2), th2))
-    z = torch.zeros_like(r[:, 0])
-    S = torch.stack([z, -r[:, 2], r[:, 1], r[:, 2], z, -r[:, 0], -r[:, 1], r[:, 0], z], -1).view(-1, 3, 3)
-    return torch.eye(3, dtype=r.dtype, device=r.device) + a * S + b * S @ S
-
-
 def reproject(f, r_t, t_t, r_r, t_r, rho, uv_ref, cx: float, cy: float) -> torch.Tensor:
     """Pixel position in frame t of the point seen at ``uv_ref`` in its reference frame r with inverse depth
     ``rho``: X_t ~ R_t R_r^T ray + rho (t_t - R_t R_r^T t_r), a form that stays finite at rho = 0."""
@@ -123,10 +92,6 @@ def reproject(f, r_t, t_t, r_r, t_r, rho, uv_ref, cx: float, cy: float) -> torch
     X = (Rrel @ ray[..., None])[..., 0] + rho[:, None] * (t_t - (Rrel @ t_r[..., None])[..., 0])
     z = X[:, 2].clamp_min(1e-6)
     return torch.stack([f * X[:, 0] / z + cx, f * X[:, 1] / z + cy], -1)
-
-
-def log_rotation(R: np.ndarray) -> np.ndarray:
-    return np.stack([cv2.Rodrigues(m)[0][:, 0] for m in R])
 
 
 def intrinsics(focal: float, W: int, H: int) -> np.ndarray:

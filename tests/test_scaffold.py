@@ -74,3 +74,31 @@ def test_the_moving_part_of_a_scene_where_nothing_moves_is_empty_not_an_error():
     whole = scene.at(1)
     assert moving.means.shape == (0, 3) and moving.features.shape == (0, whole.features.shape[1])
     assert whole.features.shape == (7, 3 + 1 + 4)
+
+
+def test_the_node_latents_gradient_is_the_same_on_every_run():
+    """The features stage trains the node latents through the dynamic Gaussians' blend, thousands of
+    Gaussians per node: its gradient must be summed in one order, or two fits of one video differ."""
+    pos, quats, trans = _world_form(M=5)
+    g = torch.Generator().manual_seed(1)
+    n = 3000
+    dynamic = GaussianSet(torch.randn(n, 3, generator=g), torch.full((n, 3), 0.1), torch.rand(n, 3, generator=g),
+                          torch.full((n,), 0.5))
+    binding = SkinBinding(torch.randint(0, 5, (n, 4), generator=g), -torch.rand(n, 4, generator=g))
+    empty = torch.zeros(0, 3)
+    static = GaussianSet(empty, empty, empty, torch.zeros(0), latent_dim=8)
+    scene = DynamicScene(static, dynamic, MotionScaffold(pos, quats, trans, latent_dim=8), binding)
+    with torch.no_grad():
+        scene.scaffold.latents.copy_(torch.randn(5, 8, generator=g))
+    weights = torch.randn(n, 8, generator=g)
+
+    def node_gradient() -> torch.Tensor:
+        scene.scaffold.latents.grad = None
+        (scene.dynamic_latents() * weights).sum().backward()
+        return scene.scaffold.latents.grad.clone()
+
+    first = node_gradient()
+    assert all(torch.equal(first, node_gradient()) for _ in range(10))
+    expected = torch.zeros(5, 8).index_add_(0, binding.node_ids.long().reshape(-1),
+                                            (binding.weights().detach()[..., None] * weights[:, None]).reshape(-1, 8))
+    torch.testing.assert_close(first, expected)

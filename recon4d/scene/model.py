@@ -53,7 +53,16 @@ class DynamicScene(nn.Module):
         return self.scaffold.frames
 
     def dynamic_latents(self) -> Tensor:
-        lat = self.scaffold.latents[self.binding.node_ids.long()]  # [N, K, L]
+        """Each dynamic Gaussian's latent: its nodes' latents blended by the skinning weights, ``[N, L]``.
+
+        Gathered with ``index_select``, not ``latents[node_ids]``: the backward of indexing
+        accumulates into the nodes with atomic adds on the CPU, in an order that changes from run
+        to run, so the features stage was not reproducible; ``index_select``'s backward sums in a
+        fixed order (and is faster).
+        """
+        ids = self.binding.node_ids.long()
+        latents = self.scaffold.latents
+        lat = torch.index_select(latents, 0, ids.reshape(-1)).view(*ids.shape, latents.shape[1])  # [N, K, L]
         return (self.binding.weights()[..., None] * lat).sum(1)
 
     def at(self, t: int, include_static: bool = True, include_dynamic: bool = True,

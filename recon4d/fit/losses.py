@@ -66,7 +66,10 @@ def arap_loss(positions: Tensor, edges: Tensor, ref: int) -> Tensor:
     short ones."""
     if len(edges) == 0:
         return positions.sum() * 0
-    d = (positions[:, edges[:, 0]] - positions[:, edges[:, 1]]).norm(dim=-1)  # [T,E]
+    # index_select, not positions[:, edges[:, 0]]: indexing's backward adds into the nodes with atomic adds
+    # once the pairs are many (a DAVIS scaffold), in an order that changes from run to run.
+    ends = [torch.index_select(positions, 1, edges[:, k]) for k in (0, 1)]
+    d = (ends[0] - ends[1]).norm(dim=-1)  # [T,E]
     change = (d - d[ref].detach()[None]).abs().mean(0)  # [E]
     level = edges[:, 2]
     # Levels count up from 0 and each has a pair, so there are at most E of them: sizing the sums by E

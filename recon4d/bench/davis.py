@@ -12,7 +12,8 @@ call (seconds), so changing only the answerer re-answers without re-fitting.
 Per sequence: status (ok / error / crash), seconds, peak memory, training and held-out PSNR, the
 camera solve's own numbers, the answerer's accuracy on the sequence's VLM4D questions and the
 published VLMs' accuracy on the same questions. Written as ``bench.md``, ``bench.csv`` and
-``bench.json`` in ``--out``; the last lines printed are ``key=value``.
+``bench.json`` in ``--out``, with every question's record and the per-kind table in ``answers.json`` and
+``answers.md`` (:mod:`recon4d.bench.answers`); the last lines printed are ``key=value``.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def _plan(cfg: BenchDavisConfig):
     """(scene specs, fit config, prior options, output folder) for this run."""
     from recon4d.batch.inputs import discover
     from recon4d.errors import UserError
-    from recon4d.priors.options import PriorOptions
     from recon4d.fit.presets import resolve_preset
+    from recon4d.priors.options import PriorOptions
 
     if not cfg.data.is_dir():
         raise UserError(f"{cfg.data} is not a folder of DAVIS sequences (pass --data DIR)")
@@ -228,6 +229,7 @@ def write_tables(out: Path, rows: list[dict], total: dict) -> str:
 
 def main(argv: list[str]) -> int:
     from recon4d.batch.runner import BatchOptions, run_batch
+    from recon4d.bench.answers import question_records, write_answers
 
     cfg = tyro.cli(BenchDavisConfig, args=argv, prog="recon4d bench davis")
     specs, config, options, out = _plan(cfg)
@@ -236,20 +238,25 @@ def main(argv: list[str]) -> int:
                         num_cpus=cores, stop_after=cfg.stop_after, poll_seconds=5.0)
     manifest = run_batch(specs, opts)
     questions, published = _questions(cfg.qa), _published(cfg.published)
-    rows, all_answers = [], []
+    rows, all_answers, records = [], [], []
     for spec in specs:
         answers, answer_error = ([], None) if cfg.stop_after else _answer(out / spec.name,
                                                                           questions.get(spec.name, []))
         all_answers += answers
+        records += question_records(spec.name, answers, published)
         rows.append(_row(spec.name, manifest.scenes[spec.name], out / spec.name, answers, answer_error, published))
     total = _totals(rows, all_answers, published)
     print(write_tables(out, rows, total))
-    print(f"tables: {out / 'bench.md'} (also .csv, .json)")
+    if records:
+        print(write_answers(out, records, PUBLISHED_COLUMNS))
+    print(f"tables: {out / 'bench.md'} (also .csv, .json)" + (f"; per question: {out / 'answers.md'}, answers.json"
+                                                              if records else ""))
     print(f"crashes={sum(r['status'] == 'crash' for r in rows)}")
     print(f"errors={sum(r['status'] == 'error' for r in rows)}")
     print(f"psnr_train={total['psnr_train']:.3f}")
     print(f"psnr_heldout={total['psnr_heldout']:.3f}")
     print(f"answer_accuracy={total['right'] / total['questions'] if total['questions'] else float('nan'):.4f}")
+    print(f"cannot_tell_rate={total['cannot_tell'] / total['questions'] if total['questions'] else float('nan'):.4f}")
     print(f"seconds={total['seconds']:.0f}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 

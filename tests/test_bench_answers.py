@@ -1,0 +1,41 @@
+"""The benchmark's answer tables: per kind and against each published model, from known records."""
+
+from __future__ import annotations
+
+from recon4d.bench.answers import (
+    against_published,
+    answers_markdown,
+    by_kind,
+    question_records,
+)
+
+
+def _records():
+    answers = [  # kind, letter (None: cannot tell), correct
+        {"id": "q1", "kind": "direction", "letter": "A", "correct": True},
+        {"id": "q2", "kind": "direction", "letter": None, "correct": False},
+        {"id": "q3", "kind": "direction", "letter": "B", "correct": False},
+        {"id": "q4", "kind": "rotation", "letter": "C", "correct": True},
+    ]
+    published = {"q1": {"m": 1}, "q2": {"m": 1}, "q3": {"m": 0}, "q4": {"m": 0}}  # q4 also unscored by "n"
+    return question_records("seq", answers, {**published, "q1": {"m": 1, "n": 0}})
+
+
+def test_by_kind_counts_right_and_declined_per_kind():
+    kinds = {k["kind"]: k for k in by_kind(_records())}
+    assert kinds["direction"] == {"kind": "direction", "questions": 3, "right": 1, "cannot_tell": 1,
+                                  "accuracy": 1 / 3}
+    assert kinds["rotation"]["right"] == 1 and kinds["rotation"]["cannot_tell"] == 0
+    assert [k["kind"] for k in by_kind(_records())] == ["direction", "rotation"]  # most frequent first
+
+
+def test_against_published_splits_the_questions_four_ways():
+    m, n = against_published(_records(), {"M": "m", "N": "n"})
+    assert (m["questions"], m["theirs"], m["ours"]) == (4, 0.5, 0.5)
+    assert (m["both"], m["only_ours"], m["only_theirs"], m["neither"]) == (1, 1, 1, 1)
+    assert n["questions"] == 1 and n["only_ours"] == 1  # only the questions that model was scored on
+
+
+def test_markdown_has_a_totals_row():
+    table = answers_markdown(_records(), {"M": "m"})
+    assert "| all | 4 | 2 | 1 | 50.0% |" in table and "| M | 4 | 50.0% | 50.0% | 1 | 1 | 1 | 1 |" in table

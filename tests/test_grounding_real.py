@@ -86,6 +86,8 @@ def test_parse_covers_nine_tenths_of_the_real_davis_questions():
     ("Is the camera rotating clockwise or counter-clockwise around the girl?", "camera_orbit", {"a": "girl"}),
     ("Did the person move the drone to the left or right direction?", "direction", {"a": "drone"}),
     ("How many times does the batter hit the ball to the left?", "count_moves", {"a": "ball", "label": "left"}),
+    ("Which way is the dog spinning?", "rotation", {"a": "dog"}),
+    ("What direction is the dog moving towards?", "direction", {"a": "dog"}),
 ])
 def test_real_wordings_parse_to_their_kind(question, kind, parts):
     got, found = parse(question)

@@ -95,8 +95,8 @@ def _wh(m: re.Match) -> tuple[str, dict]:
         return "turn", {"a": m.group("a")}
     if m.group("verb") == "facing":
         return "facing", {"a": m.group("a")}
-    if "clockwise" in m.group("rest"):
-        return "rotation", {"a": m.group("a")}
+    if "clockwise" in m.group("rest") or m.group("verb") in ("spinning", "rotating", "spin", "rotate"):
+        return "rotation", {"a": m.group("a")}  # "which way is the dog spinning": a sense of rotation
     return "direction", {"a": _object_of(m)}
 
 

@@ -39,3 +39,17 @@ def test_against_published_splits_the_questions_four_ways():
 def test_markdown_has_a_totals_row():
     table = answers_markdown(_records(), {"M": "m"})
     assert "| all | 4 | 2 | 1 | 50.0% |" in table and "| M | 4 | 50.0% | 50.0% | 1 | 1 | 1 | 1 |" in table
+
+
+def test_the_benchmark_takes_the_presets_frames_and_priors_options(tmp_path):
+    from PIL import Image
+
+    from recon4d.bench.davis import BenchDavisConfig, _plan
+
+    (tmp_path / "seq" / "JPEGImages").mkdir(parents=True)
+    Image.new("RGB", (32, 24)).save(tmp_path / "seq" / "JPEGImages" / "00000.jpg")
+    _, _, davis, _ = _plan(BenchDavisConfig(data=tmp_path, preset="davis"))
+    _, _, preview, _ = _plan(BenchDavisConfig(data=tmp_path, preset="cpu-preview"))
+    _, _, quick, _ = _plan(BenchDavisConfig(data=tmp_path, preset="davis", quick=True))
+    assert (davis.long_side, preview.long_side) == (854, 480)  # davis's [priors] table; the default
+    assert (quick.long_side, quick.max_frames) == (240, 16)

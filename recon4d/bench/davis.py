@@ -68,8 +68,7 @@ def _plan(cfg: BenchDavisConfig):
     """(scene specs, fit config, prior options, output folder) for this run."""
     from recon4d.batch.inputs import discover
     from recon4d.errors import UserError
-    from recon4d.fit.presets import resolve_preset
-    from recon4d.priors.options import PriorOptions
+    from recon4d.fit.presets import preset_prior_options, resolve_preset
 
     if not cfg.data.is_dir():
         raise UserError(f"{cfg.data} is not a folder of DAVIS sequences (pass --data DIR)")
@@ -86,7 +85,9 @@ def _plan(cfg: BenchDavisConfig):
         raise UserError(str(exc)) from None
     if cfg.quick:  # the per-frame stages dominate a short schedule: a few steps each still exercise them
         config.steps = dataclasses.replace(config.steps, motion=4, cameras=5, settle=50)
-    options = PriorOptions(max_frames=16, long_side=240) if cfg.quick else PriorOptions()
+    options = preset_prior_options(preset)  # the preset's [priors] table (davis: native 854 px)
+    if cfg.quick:
+        options = dataclasses.replace(options, max_frames=16, long_side=240)
     mode = "test-quick" if cfg.quick else (("davis" if _has_gpu() else "cpu-preview") if preset == "auto" else preset)
     out = cfg.out or Path("out") / "bench-davis" / (mode + ("-priors" if cfg.stop_after else ""))
     return specs, config, options, out

@@ -161,6 +161,10 @@ class SceneFolder:
     def preview(self) -> Path:
         return self.root / "preview.png"
 
+    def renders(self, path: str) -> Path:
+        """``recon4d render``'s default output for one camera path (``input``, ``global``, ...)."""
+        return self.root / "renders" / path
+
     # ---- questions about the folder -----------------------------------------------------
     def has_priors(self) -> bool:
         """The priors stage has finished (its last-written file of the ones every later stage reads)."""

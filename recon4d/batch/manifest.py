@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recon4d.io.atomic import write_json
+from recon4d.scene_folder import SceneFolder
 
 MANIFEST = "batch.json"
 STATUSES = ("pending", "queued", "running", "done", "failed")
@@ -43,7 +44,7 @@ def fit_complete(scene_dir: Path, stop_after: str | None = None) -> dict | None:
 def stage_reached(scene_dir: Path) -> str:
     """The stage a scene folder's checkpoint is at ("priors" before the optimisation has begun)."""
     try:
-        return json.loads((Path(scene_dir) / "model" / "scene.json").read_text()).get("stage", "priors")
+        return json.loads(SceneFolder(scene_dir).model_meta.read_text()).get("stage", "priors")
     except (OSError, ValueError):
         return "priors"
 

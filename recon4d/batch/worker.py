@@ -149,6 +149,7 @@ def fit_scene_task(task: FitTask) -> dict:
     from recon4d.errors import UserError
     from recon4d.fit.pipeline import FitJob, run_fit
     from recon4d.priors.options import PriorOptions
+    from recon4d.scene_folder import SceneFolder
 
     scene_dir = Path(task.scene_dir)
     started = time.perf_counter()
@@ -158,7 +159,7 @@ def fit_scene_task(task: FitTask) -> dict:
         config, options = for_this_machine(task)
         options = options if options is not None else PriorOptions()
         job = FitJob(scene_dir=scene_dir, source=Path(task.source), config=config, priors=task.priors,
-                     teachers=tuple(task.teachers), resume=(scene_dir / "model" / "scene.json").exists(),
+                     teachers=tuple(task.teachers), resume=SceneFolder(scene_dir).has_fit(),
                      options=options, stop_after=task.stop_after)
         try:
             if task.vlm:

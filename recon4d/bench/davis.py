@@ -123,8 +123,9 @@ def _answer(scene_dir: Path, entries: list[dict]) -> tuple[list[dict], str | Non
     crashed with, if it did: one scene's bug must not hide every other scene's row. The traceback goes
     to the scene's log."""
     from recon4d.grounding import answer_file
+    from recon4d.scene_folder import SceneFolder
 
-    if not entries or not (scene_dir / "model" / "scene.json").exists():
+    if not entries or not SceneFolder(scene_dir).has_fit():
         return [], None
     try:
         return answer_file(scene_dir, entries)[0], None

@@ -135,7 +135,7 @@ def run_render(job: RenderJob, log=print) -> dict:
     times = parse_frames(job.frames, data.frames)
     cams = camera_path(job.path, fitted.scene, data, times, job.cameras)
     cams = cams.resized(_even(data.width * job.scale), _even(data.height * job.scale))
-    out_dir = Path(job.out) if job.out else fitted.folder / "renders" / job.path
+    out_dir = Path(job.out) if job.out else SceneFolder(fitted.folder).renders(job.path)
     key = _job_key(job, fitted, cams)
     done = out_dir / "cameras.json"
     if not job.force and all((out_dir / f).exists() for f in OUTPUTS) and \

@@ -31,3 +31,17 @@ def test_l1_ssim_is_zero_for_equal_maps_only():
     img = torch.rand(30, 40, 3)
     assert l1_ssim(img, img).item() == pytest.approx(0.0, abs=1e-6)
     assert l1_ssim(img, img.flip(0)).item() > 0.1
+
+
+def test_l1_ssim_with_a_pooled_ssim_term():
+    """``ssim_downsample``: the SSIM part is the SSIM of the 2x2-averaged maps, the L1 part stays full-resolution."""
+    import torch.nn.functional as F
+
+    from recon4d.fit.losses import l1_ssim, ssim
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.rand(64, 96, 3, generator=g), torch.rand(64, 96, 3, generator=g)
+    pa, pb = (F.avg_pool2d(x.permute(2, 0, 1)[None], 2) for x in (a, b))
+    want = (a - b).abs().mean() + 0.1 * (1 - ssim(pa, pb, 5).mean())
+    torch.testing.assert_close(l1_ssim(a, b, ssim_downsample=2), want)
+    assert l1_ssim(a, a, ssim_downsample=2).abs() < 1e-6

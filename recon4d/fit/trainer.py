@@ -101,6 +101,9 @@ class FitConfig:
     (and skips the ``cameras`` stage). Kept small: larger rates fit pose jitter (docs/decisions.md)."""
     camera_stage_lr: float = 6e-4
     """Learning rate of the ``cameras`` stage, where one frame's pose moves at a time against fixed Gaussians."""
+    ssim_downsample: int = 1
+    """The photometric SSIM term is computed on renders and frames averaged over this many pixels a side (the
+    L1 term stays at full resolution); 1: full."""
     holdout_every: int = 0
     """Hold out every k-th frame (frames k//2, k//2 + k, ...): no step of the fit reads its pixels, its camera
     correction is interpolated from its neighbours', and its PSNR measures the 4D model, not memorising."""
@@ -263,11 +266,12 @@ class Trainer:
         terms: dict[str, Tensor] = {}
         out = self.render(t, static_only=spec.static_only)
         rgb = out.features[0, ..., RGB]
+        pooled = self.cfg.ssim_downsample
         if spec.masked:
             keep = (~mask)[..., None].float()
-            terms["rgb"] = w.rgb * losses.l1_ssim(rgb * keep, image * keep)
+            terms["rgb"] = w.rgb * losses.l1_ssim(rgb * keep, image * keep, ssim_downsample=pooled)
         else:
-            terms["rgb"] = w.rgb * losses.l1_ssim(rgb, image)
+            terms["rgb"] = w.rgb * losses.l1_ssim(rgb, image, ssim_downsample=pooled)
             terms["mask"] = w.mask * losses.mask_loss(out.features[0, ..., DYN][..., 0], mask)
         prior = d.depth[t] * (~mask if spec.masked else torch.ones_like(mask))
         terms["depth"] = w.depth * losses.depth_loss(out.depth[0, ..., 0], prior, out.alpha[0, ..., 0])

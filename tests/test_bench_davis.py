@@ -71,3 +71,15 @@ def test_second_run_re_answers_without_re_fitting(bench_run):
     assert again.returncode == 0, again.stderr[-2000:]
     assert model.stat().st_mtime_ns == before
     assert json.loads((out / "bench.json").read_text())["sequences"][0]["questions"] == 4
+
+
+def test_score_only_scores_what_has_ended_and_fits_nothing(bench_run, tmp_path):
+    out, _ = bench_run
+    model = out / SEQUENCE / "model" / "scene.safetensors"
+    before = model.stat().st_mtime_ns
+    scored = _bench(out, "--data", str(shared_data("davis")), "--score-only")
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    assert model.stat().st_mtime_ns == before and "scoring the 1 of 1 sequences" in scored.stdout
+    assert json.loads((out / "bench.json").read_text())["sequences"][0]["sequence"] == SEQUENCE
+    empty = _bench(tmp_path / "nothing", "--data", str(shared_data("davis")), "--score-only")
+    assert empty.returncode == 2 and "no fit has ended" in empty.stderr and not (tmp_path / "nothing").exists()

@@ -58,6 +58,9 @@ class BenchDavisConfig:
     """priors: frames, cameras and masks only (the camera columns, no fit)."""
     holdout_every: int = 8
     """Hold out every k-th frame of the fit (0: none); the held-out PSNR is scored on those frames."""
+    score_only: bool = False
+    """Fit nothing: score the sequences whose fits have ended so far (of a run still going, or stopped), and
+    leave the others out of the tables."""
     qa: Path = SHARED / "vlm4d" / "vlm4d_real_mc_davis.json"
     """VLM4D questions, matched to sequences by the video's file name."""
     published: Path = SHARED / "vlm4d" / "published_correct_davis_dev.csv"
@@ -230,15 +233,25 @@ def write_tables(out: Path, rows: list[dict], total: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    from recon4d.batch.manifest import Manifest
     from recon4d.batch.runner import BatchOptions, run_batch
     from recon4d.bench.answers import question_records, write_answers
+    from recon4d.errors import UserError
 
     cfg = tyro.cli(BenchDavisConfig, args=argv, prog="recon4d bench davis")
     specs, config, options, out = _plan(cfg)
     cores = os.cpu_count() or 1
     opts = BatchOptions(out=out, config=config, prior_options=options, retries=0, cpus_per_scene=cores,
                         num_cpus=cores, stop_after=cfg.stop_after, poll_seconds=5.0)
-    manifest = run_batch(specs, opts)
+    if cfg.score_only:
+        manifest = Manifest.load(out)
+        ended = [s for s in specs if s.name in manifest.scenes and manifest.scenes[s.name].status in ("done", "failed")]
+        if not ended:
+            raise UserError(f"no fit has ended in {out} yet; run `recon4d bench davis` without --score-only to fit")
+        print(f"scoring the {len(ended)} of {len(specs)} sequences whose fits have ended in {out}")
+        specs = ended
+    else:
+        manifest = run_batch(specs, opts)
     questions, published = _questions(cfg.qa), _published(cfg.published)
     rows, all_answers, records = [], [], []
     for spec in specs:

@@ -174,9 +174,11 @@ def build(name: str, verbose: bool = False) -> ModuleType:
     if family.cuda and not torch.cuda.is_available():
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
     # torch's ninja flags embed its include path, which differs between a venv reached
-    # through a symlink and its real path; one directory per path avoids rebuild ping-pong.
-    torch_path = hashlib.sha1(str(Path(torch.__file__).parent).encode()).hexdigest()[:8]
-    build_dir = root / f"{name}_{torch_key()}_{torch_path}"
+    # through a symlink and its real path, and the ninja file names the sources by their path,
+    # which differs between two checkouts sharing RECON4D_BUILD_DIR (git worktrees): one
+    # directory per pair of paths avoids rebuild ping-pong (each rebuild was ~75 s on 2 cores).
+    paths = f"{Path(torch.__file__).parent}|{CSRC}"
+    build_dir = root / f"{name}_{torch_key()}_{hashlib.sha1(paths.encode()).hexdigest()[:8]}"
     cflags = list(family.extra_cflags)
     if family.native:
         # Tuned for this machine's vector units (AVX2/AVX-512, FMA); the build folder is keyed

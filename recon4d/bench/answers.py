@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-ANSWER_FIELDS = ("sequence", "id", "kind", "question", "answer", "letter", "truth", "correct", "why", "bound_to")
+ANSWER_FIELDS = ("id", "kind", "question", "answer", "letter", "truth", "correct", "why", "bound_to")
 
 
 def question_records(sequence: str, answers: list[dict], published: dict[str, dict[str, int]]) -> list[dict]:
     """One flat record per answered question: the answerer's fields and each published model's mark (1/0)."""
-    return [{**{k: a.get(k) for k in ANSWER_FIELDS if k != "sequence"}, "sequence": sequence,
+    return [{"sequence": sequence, **{k: a.get(k) for k in ANSWER_FIELDS},
              "published": published.get(a.get("id"), {})} for a in answers]
 
 

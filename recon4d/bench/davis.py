@@ -253,14 +253,13 @@ def main(argv: list[str]) -> int:
     else:
         manifest = run_batch(specs, opts)
     questions, published = _questions(cfg.qa), _published(cfg.published)
-    rows, all_answers, records = [], [], []
+    rows, records = [], []
     for spec in specs:
         answers, answer_error = ([], None) if cfg.stop_after else _answer(out / spec.name,
                                                                           questions.get(spec.name, []))
-        all_answers += answers
         records += question_records(spec.name, answers, published)
         rows.append(_row(spec.name, manifest.scenes[spec.name], out / spec.name, answers, answer_error, published))
-    total = _totals(rows, all_answers, published)
+    total = _totals(rows, records, published)
     print(write_tables(out, rows, total))
     if records:
         print(write_answers(out, records, PUBLISHED_COLUMNS))

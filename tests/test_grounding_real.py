@@ -86,7 +86,8 @@ def test_parse_covers_nine_tenths_of_the_real_davis_questions():
     ("Is the camera rotating clockwise or counter-clockwise around the girl?", "camera_orbit", {"a": "girl"}),
     ("Did the person move the drone to the left or right direction?", "direction", {"a": "drone"}),
     ("How many times does the batter hit the ball to the left?", "count_moves", {"a": "ball", "label": "left"}),
-    ("Which way is the dog spinning?", "rotation", {"a": "dog"}),
+    ("Which way is the dog spinning?", "rotation", {"a": "dog", "spin": True}),
+    ("Is the car moving clockwise or counter-clockwise around the roundabout?", "rotation", {"a": "car", "spin": False}),
     ("What direction is the dog moving towards?", "direction", {"a": "dog"}),
 ])
 def test_real_wordings_parse_to_their_kind(question, kind, parts):
@@ -107,6 +108,65 @@ def test_towards_away_and_up_down():
         assert _ask(st, "Is the skier moving uphill or downhill?", ["downhill", "towards the camera", "uphill", "away"]) == word
         assert _ask(st, "Is the helicopter landing or taking off?",
                     ["landing", "left", "right", "taking off"]) == ("landing" if word == "downhill" else "taking off")
+
+
+def _view_from(eye: np.ndarray, target=(0.0, 0.0, 0.4)) -> np.ndarray:
+    """World-to-camera (OpenCV axes) of a camera at ``eye`` looking at ``target``, world up kept up."""
+    f = np.asarray(target) - eye
+    f /= np.linalg.norm(f)
+    r = np.cross(f, UP) / np.linalg.norm(np.cross(f, UP))
+    view = np.eye(4)
+    view[:3, :3] = np.stack([r, np.cross(f, r), f])
+    view[:3, 3] = -view[:3, :3] @ eye
+    return view
+
+
+def test_apparent_size_decides_towards_or_away_with_the_cameras_approach_taken_out():
+    # The fitted path says nothing here (a still cube); what the id masks show decides.
+    choices = ["towards the camera", "away from the camera", "not moving", "there are no cubes in the video"]
+    question = "Is the cube moving towards or away from the camera?"
+    for grow, word in ((1.3, "towards the camera"), (1 / 1.3, "away from the camera"), (1.05, "not moving")):
+        track = _obj(np.zeros((T, 3)) + [0.0, 0.0, 0.4])
+        track.seen_size = np.geomspace(20.0, 20.0 * grow, T)
+        assert _ask(_st(track), question, choices) == word, grow
+    cut = _obj(np.zeros((T, 3)) + [0.0, 0.0, 0.4])
+    cut.seen_size = np.geomspace(20.0, 26.0, T)
+    cut.seen_size[: T // 3] = np.nan  # never whole at the start: no comparison, the path decides
+    assert _ask(_st(cut), question, choices) == "not moving"
+    # A camera dollying in makes a still cube look bigger by exactly its approach: that is no motion of the cube.
+    eyes = np.linspace([0.0, -6.0, 2.5], [0.0, -3.0, 1.45], T)
+    views = np.stack([_view_from(e) for e in eyes])
+    centre = np.array([0.0, 0.0, 0.4])
+    still = _obj(np.zeros((T, 3)) + centre)
+    still.seen_size = 120.0 / np.linalg.norm(centre - eyes, axis=1)
+    assert still.seen_size[-1] > 1.8 * still.seen_size[0]
+    assert _ask(_st(still, viewmats=views), question, choices) == "not moving"
+
+
+def test_spinning_asks_for_a_spin_and_an_edge_on_turn_has_its_sense_from_above():
+    spin_choices = ["clockwise", "counter-clockwise", "not spinning", "there are no cubes in the video"]
+    # A quarter-circle path turning 45 degrees left: it rotates counter-clockwise, but it does not spin.
+    a = np.linspace(0, math.pi / 4, T)
+    bend = _obj(np.stack([2.0 * np.sin(a), 2.0 * (1 - np.cos(a)), np.full(T, 0.4)], 1), yaws=a)
+    assert _ask(_st(bend), "Is the cube rotating clockwise or counter-clockwise?",
+                ["clockwise", "counter-clockwise", "not rotating", "no cube"]) == "counter-clockwise"
+    assert _ask(_st(bend), "Is the cube spinning clockwise or counter-clockwise?", spin_choices) == "not spinning"
+    # A loop of 1.2 turns to the right is a spin, and one in place too.
+    a = np.linspace(0, 2.4 * math.pi, T)
+    loop = _obj(np.stack([0.8 * np.sin(a), -0.8 * (1 - np.cos(a)), np.full(T, 0.4)], 1), yaws=-a)
+    assert _ask(_st(loop), "Is the cube spinning clockwise or counter-clockwise?", spin_choices) == "clockwise"
+    in_place = _obj(np.zeros((T, 3)) + [0.0, 0.0, 0.4], yaws=np.linspace(0, math.pi, T))
+    assert _ask(_st(in_place), "Which way is the cube spinning?", spin_choices) == "counter-clockwise"
+    # A level camera sees a turn edge-on: the sense is the one seen from above (a left turn: counter-clockwise).
+    level = np.repeat(_view_from(np.array([0.0, -6.0, 0.4]))[None], T, 0)
+    a = np.linspace(0, math.pi / 2, T)
+    for sign, sense in ((1.0, "counter-clockwise"), (-1.0, "clockwise")):
+        turn = _obj(np.stack([1.5 * np.sin(a), sign * 1.5 * (1 - np.cos(a)), np.full(T, 0.4)], 1), yaws=sign * a)
+        turn = turn.window(0, T, level, UP)  # measured by the level camera
+        assert abs(turn.motion.seen_rotation_deg) < 1.0 < 80.0 < abs(turn.motion.yaw_deg), turn.motion
+        st = _st(turn, viewmats=level)
+        assert _ask(st, "Is the car moving clockwise or counter-clockwise around the roundabout?",
+                    ["counter-clockwise", "clockwise", "not moving", "there are no cars"]) == sense
 
 
 def test_time_windows_read_only_their_frames():

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from recon4d.grounding.seen import rendered_depth, seen_centres
+from recon4d.grounding.seen import rendered_depth, seen_centres, seen_sizes
 from recon4d.grounding.shape import estimate_shape
 from recon4d.scene_folder import SceneFolder
 
@@ -50,6 +50,7 @@ class ObjectInstance:
     shape_note: str = "no id masks"  # what the shape estimate rests on (votes), or why there is none
     label: str = ""  # how descriptions name it: "the red cube", or "object 2 (red cube)" when that repeats
     seen: np.ndarray | None = None  # [T, 3] world centre per frame as the input shows it (``seen.seen_centres``)
+    seen_size: np.ndarray | None = None  # [T] apparent size per frame, NaN where cut (``seen.seen_sizes``)
 
     @property
     def looks(self) -> str:
@@ -200,6 +201,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         if folder is not None:
             obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
             obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths)
+            obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
         objects.append(obj)
     for obj in objects:
         same = sum(o.looks == obj.looks for o in objects)

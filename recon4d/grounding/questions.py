@@ -75,6 +75,8 @@ def parse(question: str) -> tuple[str, dict]:
             if "perspective_of" not in parts:
                 return "unsupported", {}
             parts[key] = parts["perspective_of"]
+    if kind == "rotation":  # "spinning" asks about a spin, not any turn of the path (rules.rotation)
+        parts["spin"] = bool(re.search(r"\b(?:spin|spins|spinning|spun)\b", text))
     if kind in ("turn", "count_turn"):  # a turn without a frame is the object's own, as VLM4D asks it
         kind = kind.replace("turn", "seen_turn" if parts.get("frame") == "camera" else "own_turn")
     return kind, parts

@@ -29,6 +29,9 @@ SHARE_YES, SHARE_NO = 0.5, 0.2  # share of the displacement along an axis: that 
 SEEN_TURN_SHARE = 0.2  # change of the heading's lateral component a turn needs to be to a side as seen
 JUMP_SIZES = 0.5  # a jump lifts the centre by at least this many object sizes (half that: unsure)
 TURN_EVENT_DEG = 45.0  # one turn event swings the heading by at least this much
+EDGE_ON = 0.1  # a rotation about up foreshortened below this share of itself is seen edge-on
+NO_SPIN_DEG, SPIN_DEG = 90.0, 180.0  # a travelling object's path turn: under a quarter turn no spin; a half: a spin
+SEEN_SCALE = 0.1  # apparent size change (linear) that says the object came closer / went away; less: unsure
 REVOLUTION_MARGIN = 0.15  # a revolution count within this many turns of the next whole number is unsure
 CAMERA_STILL = 0.05  # camera travel below this share of its distance to the scene: the camera does not move
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
@@ -81,9 +84,46 @@ def _along_path(t: ObjectTrack, name: str, share: float, positive: str, negative
     return (positive if value > 0 else negative), why
 
 
-def distance(t: ObjectTrack) -> tuple[str | None, str]:
-    """Towards / away from the camera: the object's own change of distance to the camera along its path."""
-    return _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
+def distance(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str]:
+    """Towards / away from the camera: the object's own change of distance to the camera.
+
+    Where id masks show the object, its apparent size decides (``seen_scale``):
+    it needs no depth, and the fit's depth can be wrong in its change (see
+    ``recon4d.grounding.seen``). A change under ``SEEN_SCALE``, or no masks, leaves
+    it to the fitted path's radial travel.
+    """
+    scale = seen_scale(t, viewmats)
+    if scale is not None and abs(math.log(scale)) >= math.log1p(SEEN_SCALE):
+        return ("towards" if scale > 1 else "away"), f"looks {scale:.2f}x as big at the end as at the start"
+    why = "" if scale is None else f"looks {scale:.2f}x as big at the end; "
+    label, path_why = _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
+    return label, why + path_why
+
+
+def seen_scale(t: ObjectTrack, viewmats: np.ndarray) -> float | None:
+    """How many times bigger the object looks in the clip's last third than in its first, the camera's own
+    approach taken out; None without masks or with fewer than two whole frames in either third.
+
+    Medians over each third, so that a few frames of a walking animal's changing outline
+    do not decide. The camera's part: the factor by which the camera's travel alone
+    changes its distance to where the object was at the start (fitted cameras and
+    position; on a still camera it is exactly 1).
+    """
+    if t.seen_size is None:
+        return None
+    T = len(t.seen_size)
+    third = max(1, T // 3)
+    frames = np.arange(T)
+    first = frames[:third][np.isfinite(t.seen_size[:third])]
+    last = frames[T - third:][np.isfinite(t.seen_size[T - third:])]
+    if len(first) < 2 or len(last) < 2:
+        return None
+    looks = float(np.median(t.seen_size[last]) / np.median(t.seen_size[first]))
+    a, b = int(np.median(first)), int(np.median(last))
+    eyes = -np.einsum("tji,tj->ti", viewmats[[a, b], :3, :3], viewmats[[a, b], :3, 3])
+    start = t.centres[a]
+    camera = np.linalg.norm(start - eyes[0]) / max(float(np.linalg.norm(start - eyes[1])), 1e-9)
+    return looks / camera
 
 
 def vertical(t: ObjectTrack) -> tuple[str | None, str]:
@@ -92,13 +132,34 @@ def vertical(t: ObjectTrack) -> tuple[str | None, str]:
     return _along_path(t, "rise", 0.3, "up", "down", still=f"reach {m.reach:.2f} <= object size {m.size:.2f}")
 
 
-def rotation(t: ObjectTrack) -> tuple[str | None, str]:
-    """Clockwise / counter-clockwise as seen: body spin for a still object, the path's turn for a moving one."""
+def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
+    """Clockwise / counter-clockwise as seen: body spin for a still object, the path's turn for a moving one.
+
+    ``spin`` ("is the bear spinning"): a travelling object spins only if its path
+    turns by ``SPIN_DEG`` or more; under ``NO_SPIN_DEG`` it does not spin, it turns.
+    Why not the 12-20 degree band of any rotation: on real clips the path turn of
+    a walking animal or a bus that goes straight reads 20-60 degrees (measured in
+    docs/decisions.md), so that band calls half the travelling subjects spinning.
+    A camera that sees the turn edge-on (the foreshortened rotation under
+    ``EDGE_ON`` of the turn: a camera within ~6 degrees of level, as in most
+    hand-held clips) shows no sense; the sense is then the one seen from above,
+    the way a viewer describes a car going round a roundabout.
+    """
     m = t.motion
-    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
+    turn = abs(m.yaw_deg)
+    if spin and m.moving and turn < SPIN_DEG:
+        if turn < NO_SPIN_DEG:
+            return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
+        return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
+    if turn < NOT_ROTATING_DEG:
         return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
-    if abs(m.yaw_deg) < ROTATING_DEG or abs(m.seen_rotation_deg) < 0.1 * abs(m.yaw_deg):
-        return None, f"yaw {m.yaw_deg:+.1f} deg, seen {m.seen_rotation_deg:+.1f} deg: in the uncertain band"
+    if turn < ROTATING_DEG:
+        return None, f"yaw {m.yaw_deg:+.1f} deg: in the uncertain band"
+    if abs(m.seen_rotation_deg) < EDGE_ON * turn:
+        if not m.about_up:
+            return None, f"yaw {m.yaw_deg:+.1f} deg, seen {m.seen_rotation_deg:+.1f} deg: in the uncertain band"
+        return (("counter-clockwise" if m.yaw_deg > 0 else "clockwise"),
+                f"yaw {m.yaw_deg:+.1f} deg seen edge-on ({m.seen_rotation_deg:+.1f} deg): the sense from above")
     return ("counter-clockwise" if m.seen_rotation_deg > 0 else "clockwise"), f"seen rotation {m.seen_rotation_deg:+.1f} deg"
 
 

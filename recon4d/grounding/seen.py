@@ -34,6 +34,13 @@ wobble of the rendered depth (a smeared spinning object's depth jumps from one
 frame to the next), which would otherwise add up to a path and make a still
 object read as moving; a real motion lasting more than a few frames passes it.
 
+The apparent size (``seen_sizes``) is the other thing the masks show directly:
+for a rigid body the distance to the camera is inversely proportional to it,
+so "coming closer or going further away" needs no depth at all. The fit's
+depth is the monocular prior's, and on real clips its change over the clip
+can point the wrong way: on DAVIS libby the fitted dog comes nearer while its
+annotated mask shrinks to a third of its area (the dog runs away).
+
 An object that is never seen whole often enough (it stays behind a nearer one
 it touches) is measured in every frame that has it inside the image, cut mask
 and all: the cut moves its centre by less than its size, while the fallback,
@@ -74,6 +81,15 @@ def rendered_depth(scene, data) -> np.ndarray:
             depth, alpha = out.depth[0, ..., 0].numpy(), out.alpha[0, ..., 0].numpy()
             frames.append(np.where(alpha >= MIN_ALPHA, depth, np.nan))
     return np.stack(frames)
+
+
+def seen_sizes(masks: np.ndarray, mask_id: int, depths: dict[int, np.ndarray]) -> np.ndarray:
+    """Apparent linear size ``[T]`` of object ``mask_id`` (square root of its mask's pixel count, in mask
+    pixels) in each frame that shows it whole (``shape.whole_frames``), NaN in the others (cut masks shrink)."""
+    sizes = np.full(len(masks), np.nan)
+    for t in whole_frames(masks, mask_id, depths):
+        sizes[t] = np.sqrt(np.count_nonzero(masks[t] == mask_id))
+    return sizes
 
 
 def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.ndarray, depth: np.ndarray,

@@ -71,6 +71,7 @@ class Motion:
     speeds: np.ndarray  # [T-1] centre speed per frame
     spin_deg: float = 0.0  # the body's own rotation about up, moving or not (revolutions of a dancer)
     roll_deg: float = 0.0  # the body's own rotation about the line of sight, + = counter-clockwise as seen (flips)
+    about_up: bool = True  # seen_rotation_deg is yaw_deg foreshortened by the view of up (else it is roll_deg)
 
     @property
     def moving(self) -> bool:
@@ -87,6 +88,7 @@ class ObjectTrack:
     centres: np.ndarray  # [T, 3] world
     heading: np.ndarray  # [T, 3] unit horizontal forward (zero when it never moves)
     motion: Motion
+    seen_size: np.ndarray | None = None  # [T] apparent size as the id masks show it, NaN where cut; None without masks
 
     def centres_in(self, viewmat: np.ndarray) -> np.ndarray:
         """Centres ``[T, 3]`` in the axes of one camera (world-to-camera ``viewmat``)."""
@@ -96,7 +98,8 @@ class ObjectTrack:
         """This track over frames ``lo:hi`` only, measured afresh (the object's size stays the whole clip's)."""
         rots, centres = self.rots[lo:hi], self.centres[lo:hi]
         heading, motion = measure(rots, centres, self.motion.size, viewmats[lo:hi], up)
-        return ObjectTrack(self.obj, rots, self.trans[lo:hi], centres, heading, motion)
+        seen_size = None if self.seen_size is None else self.seen_size[lo:hi]
+        return ObjectTrack(self.obj, rots, self.trans[lo:hi], centres, heading, motion, seen_size)
 
     def in_heading_frame(self, points: np.ndarray, up: np.ndarray) -> np.ndarray:
         """Points ``[T, 3]`` (world, one per frame) as (forward, left, up) from this object at each frame."""
@@ -180,7 +183,7 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         if observed is not None:
             rots, centres = _hold_unobserved(rots, centres, observed)
     heading, motion = measure(rots, centres, size, viewmats, up)
-    return ObjectTrack(obj, rots, trans, centres, heading, motion)
+    return ObjectTrack(obj, rots, trans, centres, heading, motion, obj.seen_size)
 
 
 def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.ndarray,
@@ -210,7 +213,8 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
         # A moving object's turning is the turning of its path: observable even when the
         # body is symmetric (a ball's fitted rotation about its own axis is noise).
         yaw = _path_turn(centres, up)
-    if moving or abs(yaw) >= math.cos(math.radians(SPIN_ABOUT_UP_DEG)) * np.linalg.norm(total):
+    about_up = moving or abs(yaw) >= math.cos(math.radians(SPIN_ABOUT_UP_DEG)) * np.linalg.norm(total)
+    if about_up:
         # A turn, or a spin about up, is seen as its rotation about up foreshortened by the
         # camera's view of that axis. Why not the fitted axis itself: its tilt is fitting noise that
         # the line of sight picks up at full weight (up is foreshortened, at ~0.4 from synth's
@@ -233,6 +237,7 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
         speeds=speeds,
         spin_deg=math.degrees(spin),
         roll_deg=math.degrees(roll),
+        about_up=bool(about_up),
     )
     return heading, motion
 

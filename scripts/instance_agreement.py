@@ -150,7 +150,7 @@ def main() -> None:
         if not folder.is_dir():
             continue
         row = agreement(scene_dir, folder)
-        if not row["instances_from"].startswith("scaffold"):
+        if row["instances_from"].startswith("id masks"):
             print(f"warning: {scene_dir.name}: objects from {row['instances_from']}, not found by the fit")
         rows.append(row)
         shares = " ".join(f"{o['on_share']:.2f}/{o['centres_on_share']:.2f}{'m' if o['moving'] else 's'}"

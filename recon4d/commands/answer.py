@@ -32,7 +32,7 @@ class AnswerConfig:
     out: Path | None = None
     """JSONL answers (default <scene>/answers.jsonl); the description goes to <out stem>.cues.txt."""
     masks: Path | None = None
-    """Instance id masks (Annotations/ folder); default: the input's own, else scaffold clusters."""
+    """Instance id masks (Annotations/ folder); default: the input's own, else the priors' motion masks."""
 
 
 def _questions(qa: Path) -> list[Question]:

@@ -4,9 +4,11 @@ Why: every grounded answer ("is the red cube turning left?") needs the set of
 Gaussians that make up one object. Where the input comes with instance id masks
 (DAVIS ``Annotations/``, the id masks a ``recon4d synth`` scene ships as its
 segmentation input) each dynamic Gaussian is assigned by projecting it into the
-masks of every frame and taking the majority id; otherwise the scaffold nodes are
-clustered by how far apart they ever get (single linkage), so that two objects
-that touch in one frame but separate later stay two.
+masks of every frame and taking the majority id. Without them the priors' motion
+masks stand in (``recon4d.grounding.motion_instances``: their regions chained over
+the frames); only a scene folder without those has its scaffold nodes clustered
+by how far apart they ever get (single linkage), so that two objects that touch
+in one frame but separate later stay two.
 
 Appearance: a colour word from the hue of the object's Gaussians, and, where
 the input has id masks, a shape word (ball, cube, cylinder) from the object's
@@ -27,12 +29,16 @@ import numpy as np
 import torch
 from PIL import Image
 
+from recon4d.grounding.motion_instances import motion_instances
 from recon4d.grounding.seen import rendered_depth, seen_centres, seen_sizes
 from recon4d.grounding.shape import estimate_shape
 from recon4d.scene_folder import SceneFolder
 
 MIN_SHARE = 0.03  # instances with fewer than this share of the dynamic Gaussians are noise
 MIN_GAUSSIANS = 8
+# Motion masks miss much of a moving subject (recall 0.2-0.4 on several quick DAVIS fits), so a dynamic
+# Gaussian belongs to a motion-mask object when it lands on it in this share of its in-view frames.
+MOTION_MASK_INSIDE = 0.2
 # Basic colour words and their hues in degrees; shading changes value, not hue.
 HUES = {"red": 0.0, "orange": 28.0, "yellow": 52.0, "green": 125.0, "cyan": 185.0, "blue": 228.0, "purple": 283.0}
 
@@ -85,8 +91,12 @@ def read_id_masks(folder: Path, indices: list[int]) -> np.ndarray:
 
 
 def assign_by_masks(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, masks: np.ndarray,
-                    image_size: tuple[int, int]) -> np.ndarray:
-    """Majority mask id of each dynamic Gaussian over all frames (``tracks`` ``[T, N, 3]`` world)."""
+                    image_size: tuple[int, int], inside: float | None = None) -> np.ndarray:
+    """Majority mask id of each dynamic Gaussian over all frames (``tracks`` ``[T, N, 3]`` world).
+
+    ``inside``: masks that miss much of each object (motion masks) instead give a Gaussian the
+    most frequent object id if it lands on that id in at least this share of its in-view frames.
+    """
     T, N = tracks.shape[:2]
     Hm, Wm = masks.shape[1:]
     sx, sy = Wm / image_size[0], Hm / image_size[1]
@@ -99,7 +109,10 @@ def assign_by_masks(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, mas
         y = np.floor(uv[:, 1] * sy).astype(np.int64)
         ok = (cam[:, 2] > 0) & (x >= 0) & (x < Wm) & (y >= 0) & (y < Hm)
         np.add.at(votes, (np.nonzero(ok)[0], masks[t, y[ok], x[ok]]), 1)
-    return votes.argmax(1)
+    if inside is None or n_ids < 2:
+        return votes.argmax(1)
+    best = votes[:, 1:].argmax(1) + 1
+    return np.where(votes[:, 1:].max(1) >= inside * np.maximum(votes.sum(1), 1), best, 0)
 
 
 def cluster_nodes(node_tracks: np.ndarray, node_of_gaussian: np.ndarray) -> np.ndarray:
@@ -165,21 +178,27 @@ def mask_depths(tracks: np.ndarray, ids: np.ndarray, viewmats: np.ndarray) -> di
 
 def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarray,
                  masks: Path | None = None) -> tuple[list[ObjectInstance], str]:
-    """Instances of the fitted scene and how they were found ("id masks at <path>" or "scaffold clusters").
+    """Instances of the fitted scene and how they were found ("id masks at <path>", "the priors' motion masks" or "scaffold clusters").
 
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``; ``up`` is the
     world's unit up vector (the shape test looks at silhouettes upright).
     """
-    info = SceneFolder(scene_dir).frames_info()
+    scene_folder = SceneFolder(scene_dir)
     folder = masks or mask_source(scene_dir)
     K, viewmats = data.K.numpy().astype(np.float64), data.viewmats.numpy().astype(np.float64)
+    id_masks = None
     if folder is not None:
-        id_masks = read_id_masks(folder, info.get("indices", list(range(data.frames))))
-        ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height))
+        id_masks = read_id_masks(folder, scene_folder.frames_info().get("indices", list(range(data.frames))))
+        how = f"id masks at {folder}"
+    elif scene_folder.masks.is_file():
+        id_masks = motion_instances(np.load(scene_folder.masks)["dynamic"])
+        how = "the priors' motion masks"
+    if id_masks is not None:
+        inside = MOTION_MASK_INSIDE if folder is None else None
+        ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height), inside)
         mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
         depths = mask_depths(tracks, ids, viewmats)
         fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
-        how = f"id masks at {folder}"
     else:
         weights = scene.binding.weights().detach().numpy()
         nodes = scene.binding.node_ids.numpy()[np.arange(len(weights)), weights.argmax(1)]
@@ -190,16 +209,19 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
     labels, counts = np.unique(ids[ids > 0], return_counts=True)
-    order = labels[np.argsort(-counts, kind="stable")] if folder is None else labels
+    order = labels[np.argsort(-counts, kind="stable")] if id_masks is None else labels
     objects = []
     for label in order:
         members = np.nonzero(ids == label)[0]
         if len(members) < max(MIN_GAUSSIANS, MIN_SHARE * len(ids)):
             continue
-        obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label) if folder is not None else None)
+        obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label) if id_masks is not None else None)
         describe_colour(obj, colours, opacities)
-        if folder is not None:
-            obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
+        if id_masks is not None:
+            if folder is not None:  # a motion mask's outline is the moving pixels', not the object's
+                obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
+            else:
+                obj.shape_note = "motion masks: outlines not trusted for a shape"
             obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths)
             obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
         objects.append(obj)

@@ -1,0 +1,50 @@
+"""Instance ids from dynamic masks: regions chained over frames where they overlap, noise dropped."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recon4d.grounding.motion_instances import motion_instances
+from recon4d.grounding.objects import assign_by_masks
+
+
+def _boxes(T: int = 8, H: int = 60, W: int = 100) -> np.ndarray:
+    dyn = np.zeros((T, H, W), bool)
+    for t in range(T):
+        dyn[t, 10:30, 5 + 3 * t:25 + 3 * t] = True  # big square moving right, overlapping itself frame to frame
+        dyn[t, 40:50, 80 - 2 * t:88 - 2 * t] = True  # smaller one moving left
+    return dyn
+
+
+def test_regions_keep_one_id_each_over_the_clip_largest_first():
+    ids = motion_instances(_boxes())
+    assert ids.max() == 2
+    assert (ids[:, 20, :][_boxes()[:, 20, :]] == 1).all()  # the big square is id 1 in every frame
+    assert (ids[:, 45, :][_boxes()[:, 45, :]] == 2).all()
+    assert ((ids > 0) == _boxes()).all()
+
+
+def test_specks_and_rare_regions_are_noise_and_a_split_region_that_rejoins_is_one():
+    dyn = _boxes()
+    dyn[3, 2, 2] = True  # a one-pixel speck
+    dyn[5, 15, :] = False  # the big square cut in two for one frame: both halves overlap it before and after
+    dyn[5, 10:30, 30] = False
+    ids = motion_instances(dyn)
+    assert ids[3, 2, 2] == 0
+    assert set(np.unique(ids[5][dyn[5] & (np.arange(60)[:, None] < 35)])) == {1}
+    # A region present in one frame only, tiny against the clip's largest: dropped.
+    dyn[7, 52:56, 2:6] = True
+    assert motion_instances(dyn)[7, 53, 3] == 0
+
+
+def test_gaussians_that_land_on_a_motion_mask_now_and_then_still_belong_to_it():
+    T = 10
+    masks = np.zeros((T, 20, 20), np.int64)
+    masks[:3, 5:15, 5:15] = 1  # the mask covers the object in 3 of 10 frames only (low recall)
+    K = np.array([[10.0, 0, 10], [0, 10.0, 10], [0, 0, 1]])
+    viewmats = np.repeat(np.eye(4)[None], T, 0)
+    tracks = np.zeros((T, 2, 3))
+    tracks[:, 0] = [0.0, 0.0, 1.0]  # projects to the mask's centre
+    tracks[:, 1] = [0.8, 0.8, 1.0]  # projects to the corner: never on the mask
+    assert assign_by_masks(tracks, K, viewmats, masks, (20, 20)).tolist() == [0, 0]  # majority: background
+    assert assign_by_masks(tracks, K, viewmats, masks, (20, 20), inside=0.2).tolist() == [1, 0]

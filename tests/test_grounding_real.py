@@ -163,7 +163,7 @@ def test_spinning_asks_for_a_spin_and_an_edge_on_turn_has_its_sense_from_above()
     for sign, sense in ((1.0, "counter-clockwise"), (-1.0, "clockwise")):
         turn = _obj(np.stack([1.5 * np.sin(a), sign * 1.5 * (1 - np.cos(a)), np.full(T, 0.4)], 1), yaws=sign * a)
         turn = turn.window(0, T, level, UP)  # measured by the level camera
-        assert abs(turn.motion.seen_rotation_deg) < 1.0 < 80.0 < abs(turn.motion.yaw_deg), turn.motion
+        assert abs(turn.motion.seen_rotation_deg) < 1.0 and abs(turn.motion.yaw_deg) > 80.0, turn.motion
         st = _st(turn, viewmats=level)
         assert _ask(st, "Is the car moving clockwise or counter-clockwise around the roundabout?",
                     ["counter-clockwise", "clockwise", "not moving", "there are no cars"]) == sense

@@ -6,15 +6,14 @@ Gaussians that make up one object. Where the input comes with instance id masks
 segmentation input) each dynamic Gaussian is assigned by projecting it into the
 masks of every frame and taking the majority id. Without them the priors' motion
 masks stand in (``recon4d.grounding.motion_instances``: their regions chained over
-the frames); only a scene folder without those has its scaffold nodes clustered
-by how far apart they ever get (single linkage), so that two objects that touch
-in one frame but separate later stay two.
+the frames). Why not clusters of the scaffold's nodes, as before: on real clips one
+subject fell apart into many of them (docs/decisions.md).
 
 Appearance: a colour word from the hue of the object's Gaussians, and, where
 the input has id masks, a shape word (ball, cube, cylinder) from the object's
 silhouettes in them (``recon4d.grounding.shape``, which says why not from the
-fit); the shape stays unknown (None) without masks or when the silhouettes do
-not decide it. With masks, each object also gets its centre per frame as the
+fit); the shape stays unknown (None) with motion masks or when the silhouettes do
+not decide it. Each object also gets its centre and apparent size per frame as the
 input shows it (``recon4d.grounding.seen``, which says why not from the fit);
 its trajectory follows that centre. Nothing here reads ground truth.
 """
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
 
 from recon4d.grounding.motion_instances import motion_instances
@@ -115,35 +113,6 @@ def assign_by_masks(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, mas
     return np.where(votes[:, 1:].max(1) >= inside * np.maximum(votes.sum(1), 1), best, 0)
 
 
-def cluster_nodes(node_tracks: np.ndarray, node_of_gaussian: np.ndarray) -> np.ndarray:
-    """Cluster label per Gaussian from single-linkage clustering of node trajectories ``[T, M, 3]``.
-
-    Two nodes link when their largest distance over the clip is below three times the
-    median nearest-neighbour spacing; labels are 1-based, 0 for nodes no Gaussian uses.
-    """
-    used = np.unique(node_of_gaussian)
-    pts = node_tracks[:, used]  # [T, U, 3]
-    far = np.zeros((len(used), len(used)))
-    for t in range(len(pts)):
-        far = np.maximum(far, np.linalg.norm(pts[t, :, None] - pts[t, None], axis=-1))
-    spacing = np.median(np.sort(far + np.eye(len(used)) * 1e9, 1)[:, 0]) if len(used) > 1 else 1.0
-    link = far < 3.0 * spacing
-    label = np.zeros(len(used), np.int64)
-    for seed in range(len(used)):
-        if label[seed]:
-            continue
-        label[seed] = label.max() + 1
-        stack = [seed]
-        while stack:
-            i = stack.pop()
-            for j in np.nonzero(link[i] & (label == 0))[0]:
-                label[j] = label[seed]
-                stack.append(j)
-    per_node = np.zeros(node_tracks.shape[1], np.int64)
-    per_node[used] = label
-    return per_node[node_of_gaussian]
-
-
 def colour_word(rgb: np.ndarray) -> str:
     """Nearest basic colour word by hue; low saturation gives white, grey or black."""
     h, s, v = colorsys.rgb_to_hsv(*np.clip(rgb, 0, 1))
@@ -178,52 +147,40 @@ def mask_depths(tracks: np.ndarray, ids: np.ndarray, viewmats: np.ndarray) -> di
 
 def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarray,
                  masks: Path | None = None) -> tuple[list[ObjectInstance], str]:
-    """Instances of the fitted scene and how they were found ("id masks at <path>", "the priors' motion masks" or "scaffold clusters").
+    """Instances of the fitted scene and how they were found ("id masks at <path>" or "the priors' motion masks").
 
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``; ``up`` is the
-    world's unit up vector (the shape test looks at silhouettes upright).
+    world's unit up vector (the shape test looks at silhouettes upright); ``data``
+    the scene data (``load_scene_data``), whose dynamic mask stands in for id masks.
     """
-    scene_folder = SceneFolder(scene_dir)
     folder = masks or mask_source(scene_dir)
     K, viewmats = data.K.numpy().astype(np.float64), data.viewmats.numpy().astype(np.float64)
-    id_masks = None
     if folder is not None:
-        id_masks = read_id_masks(folder, scene_folder.frames_info().get("indices", list(range(data.frames))))
+        id_masks = read_id_masks(folder, SceneFolder(scene_dir).frames_info().get("indices", list(range(data.frames))))
         how = f"id masks at {folder}"
-    elif scene_folder.masks.is_file():
-        id_masks = motion_instances(np.load(scene_folder.masks)["dynamic"])
-        how = "the priors' motion masks"
-    if id_masks is not None:
-        inside = MOTION_MASK_INSIDE if folder is None else None
-        ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height), inside)
-        mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
-        depths = mask_depths(tracks, ids, viewmats)
-        fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
     else:
-        weights = scene.binding.weights().detach().numpy()
-        nodes = scene.binding.node_ids.numpy()[np.arange(len(weights)), weights.argmax(1)]
-        with torch.no_grad():
-            node_tracks = scene.scaffold.node_positions().numpy()
-        ids = cluster_nodes(node_tracks, nodes)
-        how = "scaffold clusters"
+        id_masks = motion_instances(data.dynamic_mask.numpy())
+        how = "the priors' motion masks"
+    inside = MOTION_MASK_INSIDE if folder is None else None
+    ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height), inside)
+    mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
+    depths = mask_depths(tracks, ids, viewmats)
+    fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
-    labels, counts = np.unique(ids[ids > 0], return_counts=True)
-    order = labels[np.argsort(-counts, kind="stable")] if id_masks is None else labels
     objects = []
-    for label in order:
+    for label in np.unique(ids[ids > 0]):
         members = np.nonzero(ids == label)[0]
         if len(members) < max(MIN_GAUSSIANS, MIN_SHARE * len(ids)):
             continue
-        obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label) if id_masks is not None else None)
+        obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label))
         describe_colour(obj, colours, opacities)
-        if id_masks is not None:
-            if folder is not None:  # a motion mask's outline is the moving pixels', not the object's
-                obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
-            else:
-                obj.shape_note = "motion masks: outlines not trusted for a shape"
-            obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths)
-            obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
+        if folder is not None:  # a motion mask's outline is the moving pixels', not the object's
+            obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
+        else:
+            obj.shape_note = "motion masks: outlines not trusted for a shape"
+        obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths)
+        obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
         objects.append(obj)
     for obj in objects:
         same = sum(o.looks == obj.looks for o in objects)

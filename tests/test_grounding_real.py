@@ -169,6 +169,16 @@ def test_spinning_asks_for_a_spin_and_an_edge_on_turn_has_its_sense_from_above()
                     ["counter-clockwise", "clockwise", "not moving", "there are no cars"]) == sense
 
 
+def test_moving_about_and_ending_where_it_began_is_staying_in_place():
+    out, back = _line([0.0, 0.0, 0.4], [0.8, 0.0, 0.4], T // 2), _line([0.8, 0.0, 0.4], [0.0, 0.0, 0.4], T // 2)
+    st = _st(_obj(np.concatenate([out, back])))
+    assert st.tracks[0].motion.moving  # it does move about: 0.8 m out and back
+    choices = ["left", "towards the camera", "right", "staying in place"]
+    assert _ask(st, "From the camera perspective, which direction is the dancer moving towards?", choices) == "staying in place"
+    st = _st(_obj(np.concatenate([out, back[: T // 4]])))  # ends half-way back: still net travel to the right
+    assert _ask(st, "From the camera perspective, which direction is the dancer moving towards?", choices) == "right"
+
+
 def test_time_windows_read_only_their_frames():
     out, back = _line([-1.0, 0.0, 0.4], [1.0, 0.0, 0.4], T // 2), _line([1.0, 0.0, 0.4], [-1.2, 0.0, 0.4], T // 2)
     st = _st(_obj(np.concatenate([out, back])))

@@ -44,7 +44,7 @@ SYNONYMS = {
              "getting down", "climbing down"},
     "above": {"above", "from above"},
     "below": {"below", "from below"},
-    "not moving": {"not moving", "stationary", "still", "did not move"},
+    "not moving": {"not moving", "stationary", "still", "did not move", "staying in place", "almost stayed in place"},
     "clockwise": {"clockwise"},
     "counter-clockwise": {"counter-clockwise", "counterclockwise", "anticlockwise", "anti-clockwise"},
     "not rotating": {"not rotating", "not spinning", "not flipping"},

@@ -45,6 +45,9 @@ def direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
     if not m.moving:
         return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
     axes = {"lateral": (m.lateral, "right", "left"), "depth": (m.depth, "away", "towards"), "rise": (m.rise, "up", "down")}
+    net = float(np.linalg.norm([v for v, *_ in axes.values()]))
+    if net < MOVING * m.size:  # moved about but ended where it began (a dancer staying in place)
+        return "not moving", f"net travel {net:.2f} within the object's size {m.size:.2f}"
     asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
     best = max(asked, key=lambda n: abs(axes[n][0]), default=None)
     if best is None:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from recon4d.grounding.answerer import CANNOT_TELL, answer_question, scene_nouns
+from recon4d.grounding.describe import describe
 from recon4d.grounding.questions import parse
 from recon4d.grounding.trajectories import SceneTracks
 from tests.conftest import shared_data
@@ -129,6 +130,8 @@ def test_apparent_size_decides_towards_or_away_with_the_cameras_approach_taken_o
         track = _obj(np.zeros((T, 3)) + [0.0, 0.0, 0.4])
         track.seen_size = np.geomspace(20.0, 20.0 * grow, T)
         assert _ask(_st(track), question, choices) == word, grow
+        cue = {"towards the camera": "coming closer", "away from the camera": "going away"}.get(word, "as big")
+        assert (cue in describe(_st(track))) == (word != "not moving"), describe(_st(track))  # the raw+cues text
     cut = _obj(np.zeros((T, 3)) + [0.0, 0.0, 0.4])
     cut.seen_size = np.geomspace(20.0, 26.0, T)
     cut.seen_size[: T // 3] = np.nan  # never whole at the start: no comparison, the path decides

@@ -9,7 +9,11 @@ fixed order), so an ablation that adds the cues is reproducible.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from recon4d.grounding.rules import SEEN_SCALE, seen_scale
 
 from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
 
@@ -42,6 +46,14 @@ def turning_words(track: ObjectTrack) -> str:
     if m.moving:
         return f"turns {sense} by {abs(yaw):.0f} deg{unsure} ({seen} as seen by the camera)"
     return f"spins {seen} as seen by the camera, {abs(yaw) / 360:.2f} turns ({abs(yaw):.0f} deg){unsure}"
+
+
+def size_words(track: ObjectTrack, viewmats: np.ndarray) -> str:
+    """The apparent size's change over the clip where the id masks show it, as ``rules.distance`` reads it."""
+    scale = seen_scale(track, viewmats)
+    if scale is None or abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+        return ""
+    return f"looks {scale:.2f}x as big at the end ({'coming closer' if scale > 1 else 'going away'})"
 
 
 def speed_words(track: ObjectTrack) -> str:
@@ -87,7 +99,7 @@ def describe(st: SceneTracks) -> str:
         return "No moving objects were found in the reconstruction."
     lines = [f"Moving objects (directions from the camera; distances in scene units; up from the {st.up_source}):"]
     for tr in st.tracks:
-        parts = [displacement_words(tr), turning_words(tr), speed_words(tr)]
+        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr), speed_words(tr)]
         lines.append(f"- {tr.obj.label}: " + "; ".join(p for p in parts if p) + ".")
         if st.global_viewmat is not None and tr.motion.moving:
             net = tr.centres_in(st.global_viewmat)

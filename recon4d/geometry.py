@@ -202,3 +202,9 @@ def rodrigues_torch(r: torch.Tensor) -> torch.Tensor:
 
 def log_rotation(R: np.ndarray) -> np.ndarray:
     return np.stack([cv2.Rodrigues(m)[0][:, 0] for m in R])
+
+
+def camera_centres(viewmats: np.ndarray) -> np.ndarray:
+    """World positions ``[..., 3]`` of cameras given world-to-camera matrices ``[..., 4, 4]``."""
+    rot, trans = viewmats[..., :3, :3], viewmats[..., :3, 3]
+    return -np.einsum("...ji,...j->...i", rot, trans)

@@ -9,11 +9,9 @@ fixed order), so an ablation that adds the cues is reproducible.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from recon4d.grounding.rules import SEEN_SCALE, seen_scale
+from recon4d.grounding.rules import seen_approach
 
 from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
 
@@ -50,10 +48,10 @@ def turning_words(track: ObjectTrack) -> str:
 
 def size_words(track: ObjectTrack, viewmats: np.ndarray) -> str:
     """The apparent size's change over the clip where the id masks show it, as ``rules.distance`` reads it."""
-    scale = seen_scale(track, viewmats)
-    if scale is None or abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+    way, scale = seen_approach(track, viewmats)
+    if way is None:
         return ""
-    return f"looks {scale:.2f}x as big at the end ({'coming closer' if scale > 1 else 'going away'})"
+    return f"looks {scale:.2f}x as big at the end ({'coming closer' if way == 'towards' else 'going away'})"
 
 
 def speed_words(track: ObjectTrack) -> str:

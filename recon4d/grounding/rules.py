@@ -16,6 +16,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from recon4d.geometry import camera_centres
 from recon4d.grounding.trajectories import (
     MOVING,
     NOT_ROTATING_DEG,
@@ -95,12 +96,20 @@ def distance(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str]:
     ``recon4d.grounding.seen``). A change under ``SEEN_SCALE``, or no masks, leaves
     it to the fitted path's radial travel.
     """
-    scale = seen_scale(t, viewmats)
-    if scale is not None and abs(math.log(scale)) >= math.log1p(SEEN_SCALE):
-        return ("towards" if scale > 1 else "away"), f"looks {scale:.2f}x as big at the end as at the start"
+    way, scale = seen_approach(t, viewmats)
+    if way is not None:
+        return way, f"looks {scale:.2f}x as big at the end as at the start"
     why = "" if scale is None else f"looks {scale:.2f}x as big at the end; "
     label, path_why = _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
     return label, why + path_why
+
+
+def seen_approach(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, float | None]:
+    """"towards" / "away" where the apparent size changes by ``SEEN_SCALE`` or more (else None), and the scale."""
+    scale = seen_scale(t, viewmats)
+    if scale is None or abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+        return None, scale
+    return ("towards" if scale > 1 else "away"), scale
 
 
 def seen_scale(t: ObjectTrack, viewmats: np.ndarray) -> float | None:
@@ -123,7 +132,7 @@ def seen_scale(t: ObjectTrack, viewmats: np.ndarray) -> float | None:
         return None
     looks = float(np.median(t.seen_size[last]) / np.median(t.seen_size[first]))
     a, b = int(np.median(first)), int(np.median(last))
-    eyes = -np.einsum("tji,tj->ti", viewmats[[a, b], :3, :3], viewmats[[a, b], :3, 3])
+    eyes = camera_centres(viewmats[[a, b]])
     start = t.centres[a]
     camera = np.linalg.norm(start - eyes[0]) / max(float(np.linalg.norm(start - eyes[1])), 1e-9)
     return looks / camera
@@ -224,7 +233,7 @@ def facing(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
 
 def camera_move(st: SceneTracks, target: ObjectTrack | None, offered: set[str]) -> tuple[str | None, str]:
     """The camera's own travel: towards / away from the named object (or along its view), left / right, up / down."""
-    eyes = -np.einsum("tji,tj->ti", st.viewmats[:, :3, :3], st.viewmats[:, :3, 3])
+    eyes = camera_centres(st.viewmats)
     steps = np.diff(eyes, axis=0)
     scene = [tr.centres for tr in ([target] if target else st.tracks)]
     if not scene:
@@ -267,7 +276,7 @@ def camera_turn(st: SceneTracks) -> tuple[str | None, str]:
 
 def camera_orbit(st: SceneTracks, target: ObjectTrack) -> tuple[str | None, str]:
     """Clockwise / counter-clockwise (seen from above) sense of the camera's travel around an object."""
-    rel = -np.einsum("tji,tj->ti", st.viewmats[:, :3, :3], st.viewmats[:, :3, 3]) - target.centres
+    rel = camera_centres(st.viewmats) - target.centres
     rel -= (rel @ st.up)[:, None] * st.up
     angles = [math.atan2(float(np.cross(a, b) @ st.up), float(a @ b)) for a, b in pairwise(rel)]
     total = math.degrees(sum(angles))
@@ -405,7 +414,7 @@ def _lateral_track(t: ObjectTrack, viewmats: np.ndarray) -> np.ndarray:
 
 def count_moves(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
     """Separate movements ``label``-wards of at least an object size (the swings of the matching coordinate)."""
-    eyes = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
+    eyes = camera_centres(viewmats)
     coordinate = {"left": -_lateral_track(t, viewmats), "right": _lateral_track(t, viewmats),
                   "up": t.centres @ up, "down": -(t.centres @ up),
                   "towards": -np.linalg.norm(t.centres - eyes, axis=1),

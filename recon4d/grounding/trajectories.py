@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recon4d.geometry import kabsch_np, rotation_vector
+from recon4d.geometry import camera_centres, kabsch_np, rotation_vector
 from recon4d.grounding.objects import ObjectInstance
 
 # An object moves when its centre gets further than this many object sizes from where it has been
@@ -199,7 +199,7 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
     path = float(speeds.sum())
     heading = _headings(rots, centres, up, path)
 
-    eyes = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
+    eyes = camera_centres(viewmats)
     in_cam = np.einsum("tij,tj->ti", viewmats[:-1, :3, :3], steps).sum(0)
     to_obj = centres[:-1] - eyes[:-1]
     to_obj /= np.linalg.norm(to_obj, axis=1, keepdims=True)

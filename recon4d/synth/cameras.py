@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from recon4d.geometry import camera_centres
+
 UP = np.array([0.0, 0.0, 1.0])
 STAGE_TARGET = np.array([0.0, 0.0, 0.4])  # where the input camera looks: object mid-height
 
@@ -70,12 +72,6 @@ def camera_path(kind: str, t: np.ndarray, distance: float, height: float, sign: 
             raise ValueError(f"unknown camera path {kind!r}")
         views.append(look_at(eye, target))
     return np.stack(views)
-
-
-def camera_centres(viewmats: np.ndarray) -> np.ndarray:
-    """World positions ``[..., 3]`` of cameras given world-to-camera matrices ``[..., 4, 4]``."""
-    rot, trans = viewmats[..., :3, :3], viewmats[..., :3, 3]
-    return -np.einsum("...ji,...j->...i", rot, trans)
 
 
 def to_camera(points: np.ndarray, viewmat: np.ndarray) -> np.ndarray:

@@ -18,7 +18,8 @@ from collections import Counter
 import numpy as np
 
 from recon4d.synth import motions as M
-from recon4d.synth.cameras import camera_centres, camera_path, intrinsics, project
+from recon4d.geometry import camera_centres
+from recon4d.synth.cameras import camera_path, intrinsics, project
 from recon4d.synth.config import MOTIONS, PAIR_FACTORS, SynthConfig, SynthError
 from recon4d.synth.scene import COLOURS, SHAPES, Scene, SceneObject, bounding_radius, half_height
 

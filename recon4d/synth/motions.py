@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from recon4d.synth.cameras import camera_centres
+from recon4d.geometry import camera_centres
 
 TRANSLATE_LENGTH = 1.8  # metres travelled over the clip by translations and follows
 TURN_RADIUS = 1.2  # metres; turns sweep TURN_ANGLE along a circle of this radius

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from recon4d.synth.cameras import camera_centres
+from recon4d.geometry import camera_centres
 from recon4d.synth.scene import ABSENT_SHAPES, COLOURS, SHAPES, Scene, SceneObject
 
 MOVE_EPS = 0.2  # metres of path below which an object counts as not moving

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from recon4d.render import covariance_3d, project_gaussians, rasterize
+from recon4d.render import ProjectionSettings, covariance_3d, project_gaussians, rasterize
 from tests.conftest import requires_compiler, requires_gpu
 
 pytestmark = requires_compiler
@@ -101,7 +101,7 @@ def test_projection_matches_gsplat_reference():
 
     means, quats, scales, *_rest, viewmats, Ks, width, height = random_scene(3000, 3, spread=3.0)
     covars = covariance_3d(quats, scales)
-    ours = project_gaussians(means, covars, viewmats, Ks, width, height, antialiased=True)
+    ours = project_gaussians(means, covars, viewmats, Ks, width, height, ProjectionSettings(antialiased=True))
     radii, means2d, depths, conics, comp = _fully_fused_projection(
         means, covars, viewmats, Ks, width, height, calc_compensations=True
     )
@@ -171,7 +171,8 @@ def _gsplat_radii(scene, antialiased: bool):
     min(3.33, sqrt(2 ln(opacity * 255))) sigma instead of 3.33 (the opacity times the antialiasing
     compensation), and 0 below the 1/255 alpha cut-off."""
     means, quats, scales, opacities, _, viewmats, Ks, width, height = scene
-    proj = project_gaussians(means, covariance_3d(quats, scales), viewmats, Ks, width, height, antialiased=antialiased)
+    settings = ProjectionSettings(antialiased=antialiased)
+    proj = project_gaussians(means, covariance_3d(quats, scales), viewmats, Ks, width, height, settings)
     a, b, c = proj.conics.unbind(-1)
     det = (a * c - b * b).clamp(min=1e-20)
     sigma = torch.stack([c / det, a / det], -1).sqrt()  # sqrt of the 2D covariance's diagonal

@@ -40,20 +40,23 @@ def covariance_3d(quats: Tensor, scales: Tensor) -> Tensor:
     return m @ m.transpose(-1, -2)
 
 
+@dataclass(frozen=True)
+class ProjectionSettings:
+    """gsplat's projection options, at gsplat's defaults."""
+
+    eps2d: float = 0.3
+    near_plane: float = 0.01
+    far_plane: float = 1e10
+    antialiased: bool = False
+
+
 def project_gaussians(
-    means: Tensor,
-    covars: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    *,
-    eps2d: float = 0.3,
-    near_plane: float = 0.01,
-    far_plane: float = 1e10,
-    antialiased: bool = False,
+    means: Tensor, covars: Tensor, viewmats: Tensor, Ks: Tensor, width: int, height: int,
+    settings: ProjectionSettings = ProjectionSettings(),
 ) -> Projection:
-    """Project N world-space Gaussians into C pinhole cameras (OpenCV convention)."""
+    """Project N world-space Gaussians ([N, 3] means, [N, 3, 3] covariances) into C pinhole cameras
+    ([C, 4, 4] world-to-camera, [C, 3, 3] intrinsics; OpenCV convention)."""
+    eps2d, near_plane, far_plane = settings.eps2d, settings.near_plane, settings.far_plane
     rot, trans = viewmats[:, :3, :3], viewmats[:, :3, 3]
     means_c = torch.einsum("cij,nj->cni", rot, means) + trans[:, None, :]
     covars_c = torch.einsum("cij,njk,clk->cnil", rot, covars, rot)
@@ -79,7 +82,7 @@ def project_gaussians(
     cov2d = cov2d + eps2d * torch.eye(2, dtype=cov2d.dtype, device=cov2d.device)
     det = cov2d[..., 0, 0] * cov2d[..., 1, 1] - cov2d[..., 0, 1] * cov2d[..., 1, 0]
     det = det.clamp(min=1e-10)
-    compensations = torch.sqrt(torch.clamp(det_orig / det, min=0.0)) if antialiased else None
+    compensations = torch.sqrt(torch.clamp(det_orig / det, min=0.0)) if settings.antialiased else None
     conics = torch.stack(
         [cov2d[..., 1, 1] / det, -(cov2d[..., 0, 1] + cov2d[..., 1, 0]) / 2.0 / det, cov2d[..., 0, 0] / det],
         dim=-1,
@@ -109,15 +112,12 @@ class _KernelBackward(torch.autograd.Function):
     (a last-bit difference in a conic can flip a pixel across the 1/255 alpha threshold)."""
 
     @staticmethod
-    def forward(ctx, means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane, antialiased):
-        proj = project_gaussians(
-            means, covariance_3d(quats, scales), viewmats, Ks, width, height,
-            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
-        )
+    def forward(ctx, means, quats, scales, viewmats, Ks, width, height, settings):
+        proj = project_gaussians(means, covariance_3d(quats, scales), viewmats, Ks, width, height, settings)
         ctx.save_for_backward(*(t.contiguous() for t in (means, quats, scales, viewmats, Ks)))
-        ctx.settings = (width, height, float(eps2d), bool(antialiased))
+        ctx.settings = (width, height, float(settings.eps2d), bool(settings.antialiased))
         ctx.mark_non_differentiable(proj.radii)
-        extra = (proj.compensations,) if antialiased else ()
+        extra = (proj.compensations,) if settings.antialiased else ()
         return proj.means2d, proj.conics, proj.depths, proj.radii, *extra
 
     @staticmethod
@@ -129,25 +129,15 @@ class _KernelBackward(torch.autograd.Function):
         grads = [g.contiguous() for g in (v_means2d, v_conics, v_depths, v_comp)]
         ext = cuda_ext.require("rasterize_cpu")
         v_inputs = ext.project_backward(means, quats, scales, viewmats, Ks, *ctx.settings, *grads)
-        return (*v_inputs, None, None, None, None, None, None)
+        return (*v_inputs, None, None, None)
 
 
 def project_with_kernel_backward(
-    means: Tensor,
-    quats: Tensor,
-    scales: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    *,
-    eps2d: float = 0.3,
-    near_plane: float = 0.01,
-    far_plane: float = 1e10,
-    antialiased: bool = False,
+    means: Tensor, quats: Tensor, scales: Tensor, viewmats: Tensor, Ks: Tensor, width: int, height: int,
+    settings: ProjectionSettings = ProjectionSettings(),
 ) -> Projection:
     """``project_gaussians`` of ``covariance_3d(quats, scales)`` with the CPU kernel's backward."""
     means2d, conics, depths, radii, *comp = _KernelBackward.apply(
-        means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane, antialiased
+        means, quats, scales, viewmats, Ks, width, height, settings
     )
     return Projection(means2d, conics, depths, radii, comp[0] if comp else None)

@@ -18,7 +18,12 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor
 
-from recon4d.render.projection import covariance_3d, project_gaussians, project_with_kernel_backward
+from recon4d.render.projection import (
+    ProjectionSettings,
+    covariance_3d,
+    project_gaussians,
+    project_with_kernel_backward,
+)
 from recon4d.render.validate import check_rasterize_inputs
 
 Backend = Literal["auto", "gsplat", "cpu", "torch"]
@@ -78,27 +83,20 @@ def rasterize(
     Returns:
         ``RenderOutput(features, depth, alpha, meta)``; differentiable in every tensor input.
     """
-    features = check_rasterize_inputs(
-        means, quats, scales, opacities, features, viewmats, Ks, width, height, backgrounds
-    )
+    inputs = dict(means=means, quats=quats, scales=scales, opacities=opacities, features=features,
+                  viewmats=viewmats, Ks=Ks, backgrounds=backgrounds)
+    features = check_rasterize_inputs(inputs, width, height)
     C, D = viewmats.shape[0], features.shape[-1]
     chosen = resolve_backend(backend, means.device)
+    settings = ProjectionSettings(eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased)
     if chosen == "gsplat":
         return _rasterize_gsplat(
-            means, quats, scales, opacities, features, viewmats, Ks, width, height,
-            near_plane, far_plane, eps2d, antialiased, backgrounds, tile_size,
+            means, quats, scales, opacities, features, viewmats, Ks, width, height, settings, backgrounds, tile_size
         )
-
     if chosen == "cpu":
-        proj = project_with_kernel_backward(
-            means, quats, scales, viewmats, Ks, width, height,
-            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
-        )
+        proj = project_with_kernel_backward(means, quats, scales, viewmats, Ks, width, height, settings)
     else:
-        proj = project_gaussians(
-            means, covariance_3d(quats, scales), viewmats, Ks, width, height,
-            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, antialiased=antialiased,
-        )
+        proj = project_gaussians(means, covariance_3d(quats, scales), viewmats, Ks, width, height, settings)
     opac = opacities[None].expand(C, -1)
     if proj.compensations is not None:
         opac = opac * proj.compensations
@@ -128,7 +126,7 @@ def rasterize(
 
 def _rasterize_gsplat(
     means, quats, scales, opacities, features, viewmats, Ks, width, height,
-    near_plane, far_plane, eps2d, antialiased, backgrounds, tile_size,
+    settings: ProjectionSettings, backgrounds, tile_size,
 ) -> RenderOutput:
     import gsplat
 
@@ -140,12 +138,13 @@ def _rasterize_gsplat(
     bg = None if backgrounds is None else backgrounds.expand(viewmats.shape[0], D)
     render, alpha, info = gsplat.rasterization(
         means, quats, scales, opacities, features, viewmats, Ks, width, height,
-        near_plane=near_plane, far_plane=far_plane, eps2d=eps2d, packed=False, tile_size=tile_size,
+        near_plane=settings.near_plane, far_plane=settings.far_plane, eps2d=settings.eps2d, packed=False,
+        tile_size=tile_size,
         backgrounds=bg, render_mode="RGB+ED",
         # all channels (+ depth) in one pass: by default gsplat renders more than 32 in chunks, each a
         # full rasterization (the features stage's 4 + 32 latent + depth would take two)
         channel_chunk=max(32, D + 1),
-        rasterize_mode="antialiased" if antialiased else "classic",
+        rasterize_mode="antialiased" if settings.antialiased else "classic",
     )
     meta = {"backend": "gsplat", **info}
     return RenderOutput(render[..., :D], render[..., D:], alpha, meta)

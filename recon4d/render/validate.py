@@ -27,19 +27,11 @@ def _finite(name: str, t: Tensor) -> None:
         raise ValueError(f"{name} contains NaN or inf (first bad row: {int(bad.nonzero()[0, 0])})")
 
 
-def check_rasterize_inputs(
-    means: Tensor,
-    quats: Tensor,
-    scales: Tensor,
-    opacities: Tensor,
-    features: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    backgrounds: Tensor | None,
-) -> Tensor:
-    """Validate shapes, devices, dtypes and values; returns ``features`` (possibly [C,N,D])."""
+def check_rasterize_inputs(inputs: dict[str, Tensor | None], width: int, height: int) -> Tensor:
+    """Validate shapes, devices, dtypes and values of ``rasterize``'s tensors, given by argument name (so
+    each error names its argument); returns ``features`` (possibly [C,N,D])."""
+    means, quats, scales, opacities = inputs["means"], inputs["quats"], inputs["scales"], inputs["opacities"]
+    features, viewmats, Ks, backgrounds = inputs["features"], inputs["viewmats"], inputs["Ks"], inputs["backgrounds"]
     for name, value in (("width", width), ("height", height)):
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"{name} must be a positive int (zero-area images cannot be rendered), got {value!r}")
@@ -61,10 +53,7 @@ def check_rasterize_inputs(
     if backgrounds is not None and tuple(backgrounds.shape) not in {(D,), (C, D)}:
         raise ValueError(f"backgrounds must have shape [D={D}] or [C={C}, D={D}], got {tuple(backgrounds.shape)}")
 
-    named = {"means": means, "quats": quats, "scales": scales, "opacities": opacities,
-             "features": features, "viewmats": viewmats, "Ks": Ks}
-    if backgrounds is not None:
-        named["backgrounds"] = backgrounds
+    named = {name: t for name, t in inputs.items() if t is not None}
     device = means.device
     for name, t in named.items():
         if t.device != device:

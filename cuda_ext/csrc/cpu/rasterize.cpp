@@ -24,6 +24,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <type_traits>
@@ -50,27 +51,31 @@ constexpr int kVectorBytes = 32;
 constexpr int kVectorBytes = 16;
 #endif
 
+// exp_lanes' per-type constants: its Taylor degree, and ln 2 split into a high part exact in a few bits
+// and the low remainder (Cody-Waite reduction).
 template <typename T>
-struct Lanes;
+struct ExpConstants;
 template <>
-struct Lanes<float> {
-  static constexpr int kCount = kVectorBytes / sizeof(float);
-  typedef float V __attribute__((vector_size(kVectorBytes)));
-  typedef int32_t I;
-  typedef I M __attribute__((vector_size(kVectorBytes)));
-  static constexpr int kMantissaBits = 23, kExponentBias = 127, kExpDegree = 7;
-  static constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+struct ExpConstants<float> {
+  static constexpr int kExpDegree = 7;
   static constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187045e-06f;
 };
 template <>
-struct Lanes<double> {
-  static constexpr int kCount = kVectorBytes / sizeof(double);
-  typedef double V __attribute__((vector_size(kVectorBytes)));
-  typedef int64_t I;
-  typedef I M __attribute__((vector_size(kVectorBytes)));
-  static constexpr int kMantissaBits = 52, kExponentBias = 1023, kExpDegree = 13;
-  static constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+struct ExpConstants<double> {
+  static constexpr int kExpDegree = 13;
   static constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+};
+
+template <typename T>
+struct Lanes : ExpConstants<T> {
+  static constexpr int kCount = kVectorBytes / sizeof(T);
+  typedef T V __attribute__((vector_size(kVectorBytes)));
+  typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> I;  // the same width as T
+  typedef I M __attribute__((vector_size(kVectorBytes)));
+  static constexpr int kMantissaBits = std::numeric_limits<T>::digits - 1;  // 23, 52
+  static constexpr int kExponentBias = std::numeric_limits<T>::max_exponent - 1;  // 127, 1023
+  // 1.5 * 2^kMantissaBits: adding it rounds to an integer
+  static constexpr T kRoundMagic = T(3) * T(I(1) << (kMantissaBits - 1));
 };
 
 template <typename V, typename S>

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../scaffold_math.h"
+#include "../skin_binding.h"
 
 namespace {
 
@@ -156,11 +157,8 @@ std::vector<at::Tensor> skin_backward(const at::Tensor& canon_means, const at::T
   check_skin_args(canon_means, canon_quats, node_ids, weights, node_quats, node_trans);
   TORCH_CHECK(grad_means.is_contiguous() && grad_quats.is_contiguous(), "scaffold_cpu: grads must be contiguous");
   const int64_t N = canon_means.size(0), K = node_ids.size(1), T = node_quats.size(0), M = node_quats.size(1);
-  auto g_means = at::empty_like(canon_means);
-  auto g_quats = at::empty_like(canon_quats);
-  auto g_weights = at::empty_like(weights);
-  auto g_node_quats = at::empty_like(node_quats);
-  auto g_node_trans = at::empty_like(node_trans);
+  auto [g_means, g_quats, g_weights, g_node_quats, g_node_trans] =
+      r4d::skin_grads_like(canon_means, canon_quats, weights, node_quats, node_trans, /*zero_nodes=*/false);
   auto unit = at::empty_like(node_quats);
   auto norm = at::empty({T, M}, node_quats.options());
   // One contiguous slice of Gaussians per thread, each with its own [M, 7] node-gradient buffer.

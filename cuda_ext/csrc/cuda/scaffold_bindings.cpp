@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "../skin_binding.h"
 #include "scaffold_launch.h"
 
 namespace {
@@ -57,11 +58,8 @@ std::vector<at::Tensor> skin_backward(const at::Tensor& canon_means, const at::T
   check_cuda({&canon_means, &canon_quats, &node_ids, &weights, &node_quats, &node_trans, &grad_means, &grad_quats});
   const c10::cuda::CUDAGuard guard(canon_means.device());
   const int64_t N = canon_means.size(0), K = node_ids.size(1), T = node_quats.size(0), M = node_quats.size(1);
-  auto g_means = at::empty_like(canon_means);
-  auto g_quats = at::empty_like(canon_quats);
-  auto g_weights = at::empty_like(weights);
-  auto g_node_quats = at::zeros_like(node_quats);
-  auto g_node_trans = at::zeros_like(node_trans);
+  auto [g_means, g_quats, g_weights, g_node_quats, g_node_trans] =
+      r4d::skin_grads_like(canon_means, canon_quats, weights, node_quats, node_trans, /*zero_nodes=*/true);
   const auto [unit, norm] = normalise_nodes(node_quats);
   AT_DISPATCH_FLOATING_TYPES(canon_means.scalar_type(), "skin_backward_cuda", [&] {
     check_launch(r4d::launch_skin_backward<scalar_t>(

@@ -4,6 +4,7 @@ Kernels are grouped in small extension modules ("families") so that each one
 compiles on its own and a change to one kernel does not rebuild the others:
 
 * ``rasterize_cpu`` – tile-based Gaussian rasterizer, forward and backward (C++/OpenMP).
+* ``project_cpu`` – the EWA projection that feeds it, forward and backward (C++/OpenMP).
 * ``scaffold_cpu`` / ``scaffold_cuda`` – skinning and k-NN for the motion scaffold.
 
 ``load(name)`` compiles a family on first use through torch's extension builder
@@ -49,6 +50,9 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "rasterize_cpu": Family(sources=("cpu/rasterize.cpp",), native=True),
+    # not native, and no fused multiply-adds where the target has them (aarch64): the forward must round as
+    # the PyTorch twin does (see the file's header)
+    "project_cpu": Family(sources=("cpu/project.cpp",), extra_cflags=("-O3", "-fopenmp", "-ffp-contract=off")),
     "scaffold_cpu": Family(sources=("cpu/scaffold.cpp",)),
     # The .cu holds every scaffold CUDA kernel and includes no torch header (fast nvcc);
     # the bindings .cpp is the only translation unit that parses torch.

@@ -43,8 +43,8 @@ class _RasterizeCPU(torch.autograd.Function):
 
 
 def kernel_available() -> bool:
-    """True when the CPU kernel is (or can be) built on this machine."""
-    return cuda_ext.load("rasterize_cpu") is not None
+    """True when the CPU kernels (the rasterizer and the projection that feeds it) are (or can be) built here."""
+    return all(cuda_ext.load(name) is not None for name in ("rasterize_cpu", "project_cpu"))
 
 
 def rasterize_to_pixels(

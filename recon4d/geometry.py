@@ -37,8 +37,9 @@ __all__ = [
 
 
 def quat_to_rotmat(quats: Tensor) -> Tensor:
-    """Rotation matrices [..., 3, 3] from (w, x, y, z) quaternions (normalised here)."""
-    w, x, y, z = torch.unbind(torch.nn.functional.normalize(quats, dim=-1), dim=-1)
+    """Rotation matrices [..., 3, 3] from (w, x, y, z) quaternions (normalised here). The components are made
+    contiguous first: the products on strided views cost twice as much, for the same values."""
+    w, x, y, z = torch.movedim(torch.nn.functional.normalize(quats, dim=-1), -1, 0).contiguous()
     return torch.stack(
         [
             1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),

@@ -44,7 +44,7 @@ class _RasterizeCPU(torch.autograd.Function):
 
 def kernel_available() -> bool:
     """True when the CPU kernels (the rasterizer and the projection that feeds it) are (or can be) built here."""
-    return all(cuda_ext.load(name) is not None for name in ("rasterize_cpu", "project_cpu"))
+    return all(cuda_ext.load(name) is not None for name in ("rasterize_cpu", "project_cpu", "project_cpu_native"))
 
 
 def rasterize_to_pixels(

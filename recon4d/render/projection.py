@@ -152,7 +152,7 @@ class _KernelProjection(torch.autograd.Function):
         means, quats, scales, viewmats, Ks = ctx.saved_tensors
         v_comp = v_compensations[0] if v_compensations else v_depths.new_zeros(v_depths.shape)
         grads = [g.contiguous() for g in (v_means2d, v_conics, v_depths, v_comp)]
-        ext = cuda_ext.require("project_cpu")
+        ext = cuda_ext.require("project_cpu_native")
         v_inputs = ext.project_backward(means, quats, scales, viewmats, Ks, *ctx.settings, *grads)
         return (*v_inputs, None, None, None)
 

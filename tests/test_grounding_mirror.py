@@ -12,7 +12,11 @@ The two fits are not exact mirrors (track seeds, RANSAC draws and the optimiser 
 mirror-symmetric), so a measure just past a rule's threshold on one fit may fall just short of it on
 the other: the real-fit test allows an answer definite on one side and "cannot tell" on the other, but
 no contradiction, and checks that the measures the answers rest on are themselves mirrored within
-fitting noise. Whether the rules and thresholds are symmetric is checked exactly by the second test:
+fitting noise. Where a side or sense is named on one fit only, the chiral measures behind it must change
+sign on the other; the test needs at least one side or sense checked on both fits, by swapped answers
+or by such flipped evidence (how far past its thresholds the dog's turn lands depends on the CPU the
+rasterizer is built for: on one machine both fits named it, on another one fell in the uncertain band).
+Whether the rules and thresholds are symmetric is checked exactly by the second test:
 the clip's fitted trajectories and cameras reflected in software must give exactly the mirrored
 answers, "cannot tell" included. An answerer with a preferred side (a lower bar for "left" than for
 "right") fails one test or the other.
@@ -128,10 +132,23 @@ def _mirrored_measures(a: dict, b: dict) -> list[str]:
     return bad
 
 
+def _unflipped_chiral_measures(a: dict, b: dict) -> list[str]:
+    """The chiral measures clearly away from zero on one fit (past the floors of ``_mirrored_measures``) whose
+    sign the other fit does not flip."""
+    from recon4d.grounding.trajectories import NOT_ROTATING_DEG
+
+    kept = []
+    for key in set(a) & set(b) & set(CHIRAL_MEASURES):
+        floor = NOT_ROTATING_DEG if key.endswith("_deg") else 0.25 * max(a["size"], b["size"])
+        if max(abs(a[key]), abs(b[key])) > floor and a[key] * b[key] >= 0:
+            kept.append(f"{key} {a[key]:+.3f} / {b[key]:+.3f}")
+    return kept
+
+
 def test_left_right_answers_swap_on_the_mirror_and_the_others_stay(answered):
     entries, _, clip, mirror = answered
     clip_by_id, mirror_by_id = {r["id"]: r for r in clip}, {r["id"]: r for r in mirror}
-    swapped, stayed, one_sided, problems = [], [], [], []
+    swapped, stayed, one_sided, flipped, problems = [], [], [], [], []
     for entry in entries:
         expected = _expected_on_mirror(entry, entries, clip_by_id)
         got = mirror_by_id[entry["id"]]
@@ -146,6 +163,11 @@ def test_left_right_answers_swap_on_the_mirror_and_the_others_stay(answered):
         if expected is None or back is None:  # "cannot tell" on one side at least: no answer to compare
             if expected is not None or back is not None:
                 one_sided.append(line)
+                definite = original if original["letter"] is not None else got
+                if mirrored(definite["answer"]) != str(definite["answer"]) and original["numbers"] and got["numbers"]:
+                    kept = _unflipped_chiral_measures(original["numbers"], got["numbers"])
+                    (problems if kept else flipped).append(
+                        (f"chiral measures not flipped ({', '.join(kept)}): " if kept else "") + line)
             continue
         if str(got["answer"]) != expected:
             problems.append("not mirrored: " + line)
@@ -154,9 +176,10 @@ def test_left_right_answers_swap_on_the_mirror_and_the_others_stay(answered):
         else:
             stayed.append(line)
     report = (problems + ["swapped: " + s for s in swapped] + ["stayed: " + s for s in stayed]
-              + ["definite on one side only: " + s for s in one_sided])
+              + ["definite on one side only: " + s for s in one_sided]
+              + ["a side or sense on one fit, its evidence flipped on the other: " + s for s in flipped])
     assert not problems, "\n".join(report)
-    assert swapped, "no left/right answer was definite on both: nothing was checked\n" + "\n".join(stayed)
+    assert swapped or flipped, "no left/right answer was checked on both fits\n" + "\n".join(report)
 
 
 def mirror_tracks(st):

@@ -32,22 +32,23 @@ from cuda_ext.reference.skin import quat_mul, quat_rotate
 
 __all__ = [
     "kabsch", "kabsch_np", "lift", "lift_np", "quat_mul", "quat_rotate", "quat_to_rotmat", "quat_to_rotmat_np",
-    "rotation_vector", "rotmat_to_quat", "rotmat_to_quat_np", "sample_depth", "umeyama",
+    "rotation_entries", "rotation_vector", "rotmat_to_quat", "rotmat_to_quat_np", "sample_depth", "umeyama",
 ]
+
+
+def rotation_entries(w: Tensor, x: Tensor, y: Tensor, z: Tensor) -> list[list[Tensor]]:
+    """The rotation matrix of unit quaternions given as component tensors, as rows of entries."""
+    return [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
 
 
 def quat_to_rotmat(quats: Tensor) -> Tensor:
     """Rotation matrices [..., 3, 3] from (w, x, y, z) quaternions (normalised here). The components are made
     contiguous first: the products on strided views cost twice as much, for the same values."""
     w, x, y, z = torch.movedim(torch.nn.functional.normalize(quats, dim=-1), -1, 0).contiguous()
-    return torch.stack(
-        [
-            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-        ],
-        dim=-1,
-    ).reshape(quats.shape[:-1] + (3, 3))
+    entries = [e for row in rotation_entries(w, x, y, z) for e in row]
+    return torch.stack(entries, dim=-1).reshape(quats.shape[:-1] + (3, 3))
 
 
 def rotmat_to_quat(rot: Tensor) -> Tensor:

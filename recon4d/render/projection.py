@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from recon4d.geometry import rotation_entries
 
 
 @dataclass
@@ -49,10 +50,7 @@ def covariance_3d(quats: Tensor, scales: Tensor) -> Tensor:
     """World-space covariance R S S^T R^T, [N, 3, 3], of (w, x, y, z) quaternions (normalised here)."""
     w, x, y, z = _planes(quats)
     norm = torch.sqrt(w * w + x * x + y * y + z * z).clamp(min=1e-12)
-    w, x, y, z = w / norm, x / norm, y / norm, z / norm
-    rot = [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-           [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-           [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
+    rot = rotation_entries(w / norm, x / norm, y / norm, z / norm)
     s = _planes(scales)
     m = [[rot[i][j] * s[j] for j in range(3)] for i in range(3)]
     cov = [_dot3(m[i], m[j]) for i in range(3) for j in range(3)]

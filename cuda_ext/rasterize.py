@@ -23,20 +23,20 @@ class _RasterizeCPU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, means2d, conics, colors, opacities, radii, depths, width, height, tile_size):
         ext = cuda_ext.require("rasterize_cpu")
-        render, alpha, offsets, flat_ids, last_ids = ext.rasterize_forward(
+        render, alpha, offsets, flat_ids, last_ids, splats = ext.rasterize_forward(
             means2d, conics, colors, opacities, radii, depths, width, height, tile_size
         )
-        ctx.save_for_backward(means2d, conics, colors, opacities, offsets, flat_ids, alpha, last_ids)
+        ctx.save_for_backward(means2d, conics, colors, opacities, radii, splats, offsets, flat_ids, alpha, last_ids)
         ctx.geometry = (width, height, tile_size)
         return render, alpha
 
     @staticmethod
     def backward(ctx, v_render, v_alpha):
         ext = cuda_ext.require("rasterize_cpu")
-        means2d, conics, colors, opacities, offsets, flat_ids, alpha, last_ids = ctx.saved_tensors
+        means2d, conics, colors, opacities, radii, splats, offsets, flat_ids, alpha, last_ids = ctx.saved_tensors
         width, height, tile_size = ctx.geometry
         g_means2d, g_conics, g_colors, g_opac = ext.rasterize_backward(
-            means2d, conics, colors, opacities, offsets, flat_ids, alpha, last_ids,
+            means2d, conics, colors, opacities, radii, splats, offsets, flat_ids, alpha, last_ids,
             v_render.contiguous(), v_alpha.contiguous(), width, height, tile_size,
         )
         return g_means2d, g_conics, g_colors, g_opac, None, None, None, None, None

@@ -174,6 +174,16 @@ inline TileRect tile_rect(const scalar_t* mean, const int32_t* radius, const Til
           clampi(std::floor((mean[1] - ry) / ts), grid.tiles_y), clampi(std::ceil((mean[1] + ry) / ts), grid.tiles_y)};
 }
 
+template <typename scalar_t>
+std::vector<TileRect> tile_rects(const scalar_t* means2d, const int32_t* radii, int64_t count, const TileGrid& grid) {
+  std::vector<TileRect> rects(count);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) rects[i] = tile_rect(means2d + 2 * i, radii + 2 * i, grid);
+  return rects;
+}
+
+inline bool is_empty(const TileRect& r) { return r.x_lo >= r.x_hi || r.y_lo >= r.y_hi; }
+
 // Unsigned integer whose order is the float order of d (-0 and +0 become one key, NaN sorts last).
 template <typename scalar_t>
 inline auto depth_key(scalar_t d) {
@@ -214,7 +224,7 @@ void depth_order(const scalar_t* depths, const TileRect* rects, int64_t N, std::
   keys.reserve(N);
   order.clear();
   for (int64_t g = 0; g < N; ++g) {
-    if (rects[g].x_lo >= rects[g].x_hi || rects[g].y_lo >= rects[g].y_hi) continue;
+    if (is_empty(rects[g])) continue;
     order.push_back(static_cast<int32_t>(g));
     keys.push_back(depth_key(depths[g]));
   }
@@ -230,9 +240,7 @@ void bin_gaussians(const scalar_t* means2d, const int32_t* radii, const scalar_t
                    int64_t N, const TileGrid& grid, std::vector<int64_t>& offsets,
                    std::vector<int32_t>& ids) {
   const int64_t n_tiles = grid.count();
-  std::vector<TileRect> rects(C * N);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < C * N; ++i) rects[i] = tile_rect(means2d + 2 * i, radii + 2 * i, grid);
+  const std::vector<TileRect> rects = tile_rects(means2d, radii, C * N, grid);
   std::vector<std::vector<int32_t>> order(C);
   std::vector<std::vector<TileRect>> sorted(C);
   for (int64_t cam = 0; cam < C; ++cam) depth_order(depths + cam * N, rects.data() + cam * N, N, order[cam], sorted[cam]);
@@ -308,10 +316,18 @@ inline scalar_t sigma_cutoff(scalar_t opac) {
   return opac * 255.0 >= 1.0 ? static_cast<scalar_t>(std::log(opac * 255.0) + 1e-3) : static_cast<scalar_t>(-1);
 }
 
+// The splats live in a byte tensor so that the forward can hand them to the backward through autograd.
 template <typename scalar_t>
-std::vector<Splat<scalar_t>> make_splats(const scalar_t* means2d, const scalar_t* conics, const scalar_t* opacities,
-                                         int64_t count) {
-  std::vector<Splat<scalar_t>> splats(count);
+Splat<scalar_t>* splat_data(const torch::Tensor& bytes) {
+  uint8_t* data = bytes.data_ptr<uint8_t>();
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(data) % alignof(Splat<scalar_t>) == 0, "splats: misaligned buffer");
+  return reinterpret_cast<Splat<scalar_t>*>(data);
+}
+
+template <typename scalar_t>
+torch::Tensor make_splats(const scalar_t* means2d, const scalar_t* conics, const scalar_t* opacities, int64_t count) {
+  auto bytes = torch::empty({count * static_cast<int64_t>(sizeof(Splat<scalar_t>))}, torch::kUInt8);
+  Splat<scalar_t>* splats = splat_data<scalar_t>(bytes);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < count; ++i) {
     const scalar_t mx = means2d[2 * i], my = means2d[2 * i + 1];
@@ -319,7 +335,7 @@ std::vector<Splat<scalar_t>> make_splats(const scalar_t* means2d, const scalar_t
     const scalar_t cut = sigma_cutoff(opacities[i]);
     splats[i] = {mx, my, ca, cb, cc, opacities[i], cut, ellipse_window(mx, my, ca, cb, cc, cut)};
   }
-  return splats;
+  return bytes;
 }
 
 // Tile lists visit Gaussians in depth order, i.e. at random places in memory; fetching a
@@ -421,7 +437,7 @@ inline bool hit(const Splat<scalar_t>& s, typename Lanes<scalar_t>::V dx, typena
 // Forward.
 
 template <typename scalar_t>
-void forward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* colors, int64_t C, int64_t N,
+void forward_impl(const Splat<scalar_t>* splats, const scalar_t* colors, int64_t C, int64_t N,
                   int64_t D, const std::vector<int64_t>& offsets, const std::vector<int32_t>& ids,
                   const TileGrid& grid, int64_t W, int64_t H, scalar_t* out, scalar_t* alpha_out,
                   int32_t* last_out) {
@@ -497,8 +513,8 @@ struct Grads {
 };
 
 template <typename scalar_t>
-void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* colors, int64_t C, int64_t N,
-                   int64_t D, const int64_t* offsets, const int32_t* ids, const scalar_t* alpha_img,
+void backward_impl(const Splat<scalar_t>* splats, const std::vector<TileRect>& rects, const scalar_t* colors,
+                   int64_t C, int64_t N, int64_t D, const int64_t* offsets, const int32_t* ids, const scalar_t* alpha_img,
                    const int32_t* last_img, const scalar_t* v_render, const scalar_t* v_alpha, const TileGrid& grid,
                    int64_t W, int64_t H, const Grads<scalar_t>& g) {
   using V = typename Lanes<scalar_t>::V;
@@ -510,22 +526,24 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
   // as its tile finishes (under a lock, as before): float addition is not associative, so the result
   // depended on the order the threads finished in, and so did every CPU fit; the same test fit read
   // a straight-moving object's path as turning by anything from 9.1 to 11.8 degrees over five runs.
-  // The rows are stored by Gaussian (each Gaussian's pairs in tile-list order: a counting sort), so
-  // that the closing pass reads every Gaussian's rows as one run of memory.
+  // The rows are stored by Gaussian, each Gaussian's pairs in tile-list order, so that the closing pass
+  // reads every Gaussian's rows as one run of memory. A Gaussian was listed in every tile of its
+  // rectangle, so its rows start after all lower-numbered Gaussians' rectangles and its tile's row
+  // within its own is the tile's row-major place in the rectangle: no pass over the lists is needed.
   const int64_t R = 6 + D, n_pairs = offsets[C * n_tiles];
-  const auto for_each_listed_pair = [&](auto&& fn) {  // fn(pair k, its Gaussian's index over all cameras)
-    for (int64_t tile = 0; tile < C * n_tiles; ++tile)
-      for (int64_t k = offsets[tile]; k < offsets[tile + 1]; ++k) fn(k, (tile / n_tiles) * N + ids[k]);
-  };
-  std::vector<int64_t> first(C * N + 1, 0), slot(n_pairs);
-  for_each_listed_pair([&](int64_t, int64_t gi) { ++first[gi + 1]; });
-  std::partial_sum(first.begin(), first.end(), first.begin());
-  std::vector<int64_t> cursor(first.begin(), first.end() - 1);
-  for_each_listed_pair([&](int64_t k, int64_t gi) { slot[k] = cursor[gi]++; });
+  std::vector<int64_t> first(C * N + 1, 0);
+  for (int64_t gi = 0; gi < C * N; ++gi) {
+    const TileRect& r = rects[gi];
+    first[gi + 1] = first[gi] + (is_empty(r) ? 0 : int64_t(r.x_hi - r.x_lo) * (r.y_hi - r.y_lo));
+  }
+  TORCH_CHECK(first[C * N] == n_pairs, "rasterize_backward: the tile lists do not match the Gaussians' tiles");
   // Not zero-filled here: the tile pass writes every row (zeros for pairs no pixel reaches), and
   // its threads share the first touch of the pages.
   std::unique_ptr<scalar_t[]> rows(new scalar_t[n_pairs * R]);
-  const auto zero_row = [&](int64_t k) { std::fill_n(rows.get() + slot[k] * R, R, scalar_t(0)); };
+  const auto row_of = [&](int64_t gi, int64_t tx, int64_t ty) {
+    const TileRect& r = rects[gi];
+    return rows.get() + (first[gi] + (ty - r.y_lo) * (r.x_hi - r.x_lo) + (tx - r.x_lo)) * R;
+  };
 
 #pragma omp parallel
   {
@@ -538,8 +556,9 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
     std::vector<M> last(Q);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t tile = 0; tile < C * n_tiles; ++tile) {
-      const int64_t cam = tile / n_tiles, t = tile % n_tiles;
-      f.place((t % grid.tiles_x) * f.ts, (t / grid.tiles_x) * f.ts);
+      const int64_t cam = tile / n_tiles, t = tile % n_tiles, tx = t % grid.tiles_x, ty = t / grid.tiles_x;
+      f.place(tx * f.ts, ty * f.ts);
+      const auto zero_row = [&](int64_t k) { std::fill_n(row_of(cam * N + ids[k], tx, ty), R, scalar_t(0)); };
       std::fill(T.begin(), T.end(), broadcast<V>(scalar_t(1)));
       std::fill(T_final.begin(), T_final.end(), broadcast<V>(scalar_t(1)));
       std::fill(vpa.begin(), vpa.end(), V{});
@@ -607,7 +626,7 @@ void backward_impl(const std::vector<Splat<scalar_t>>& splats, const scalar_t* c
           zero_row(k);
           continue;
         }
-        scalar_t* row = rows.get() + slot[k] * R;
+        scalar_t* row = row_of(gi, tx, ty);
         row[0] = lane_sum(g_mx);
         row[1] = lane_sum(g_my);
         row[2] = lane_sum(g_a);
@@ -665,22 +684,26 @@ std::vector<torch::Tensor> rasterize_forward(const torch::Tensor& means2d, const
   auto last = torch::empty({C, height, width}, colors.options().dtype(torch::kInt32));
   std::vector<int64_t> offsets;
   std::vector<int32_t> ids;
+  torch::Tensor splats;
   AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "rasterize_forward", [&] {
     bin_gaussians<scalar_t>(means2d.data_ptr<scalar_t>(), radii.data_ptr<int32_t>(), depths.data_ptr<scalar_t>(), C, N,
                             grid, offsets, ids);
-    const auto splats = make_splats(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(),
-                                    opacities.data_ptr<scalar_t>(), C * N);
-    forward_impl<scalar_t>(splats, colors.data_ptr<scalar_t>(), C, N, D, offsets, ids, grid, width, height,
-                           render.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(), last.data_ptr<int32_t>());
+    splats = make_splats(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(), opacities.data_ptr<scalar_t>(),
+                         C * N);
+    forward_impl<scalar_t>(splat_data<scalar_t>(splats), colors.data_ptr<scalar_t>(), C, N, D, offsets, ids, grid,
+                           width, height, render.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(),
+                           last.data_ptr<int32_t>());
   });
   auto offsets_t = torch::from_blob(offsets.data(), {static_cast<int64_t>(offsets.size())}, torch::kInt64).clone();
   auto ids_t = torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt32).clone();
-  return {render, alpha, offsets_t, ids_t, last};
+  return {render, alpha, offsets_t, ids_t, last, splats};
 }
 
-// Returns gradients for means2d [C,N,2], conics [C,N,3], colors [C,N,D], opacities [C,N].
+// Returns gradients for means2d [C,N,2], conics [C,N,3], colors [C,N,D], opacities [C,N]. `splats` is
+// what the forward returned for the same inputs: its per-Gaussian setup, not computed twice.
 std::vector<torch::Tensor> rasterize_backward(const torch::Tensor& means2d, const torch::Tensor& conics,
                                               const torch::Tensor& colors, const torch::Tensor& opacities,
+                                              const torch::Tensor& radii, const torch::Tensor& splats,
                                               const torch::Tensor& tile_offsets, const torch::Tensor& flat_ids,
                                               const torch::Tensor& alpha, const torch::Tensor& last_ids,
                                               const torch::Tensor& v_render, const torch::Tensor& v_alpha,
@@ -693,11 +716,12 @@ std::vector<torch::Tensor> rasterize_backward(const torch::Tensor& means2d, cons
   auto g_colors = torch::zeros_like(colors);
   auto g_opac = torch::zeros_like(opacities);
   AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "rasterize_backward", [&] {
-    const auto splats = make_splats(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(),
-                                    opacities.data_ptr<scalar_t>(), C * N);
+    TORCH_CHECK(splats.numel() == C * N * static_cast<int64_t>(sizeof(Splat<scalar_t>)),
+                "rasterize_backward: splats must be the forward's for the same Gaussians");
+    const auto rects = tile_rects(means2d.data_ptr<scalar_t>(), radii.data_ptr<int32_t>(), C * N, grid);
     const Grads<scalar_t> grads{g_means2d.data_ptr<scalar_t>(), g_conics.data_ptr<scalar_t>(),
                                 g_colors.data_ptr<scalar_t>(), g_opac.data_ptr<scalar_t>()};
-    backward_impl<scalar_t>(splats, colors.data_ptr<scalar_t>(), C, N, D, tile_offsets.data_ptr<int64_t>(),
+    backward_impl<scalar_t>(splat_data<scalar_t>(splats), rects, colors.data_ptr<scalar_t>(), C, N, D, tile_offsets.data_ptr<int64_t>(),
                             flat_ids.data_ptr<int32_t>(), alpha.data_ptr<scalar_t>(), last_ids.data_ptr<int32_t>(),
                             v_render.data_ptr<scalar_t>(), v_alpha.data_ptr<scalar_t>(), grid, width, height, grads);
   });

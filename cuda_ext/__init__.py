@@ -7,6 +7,7 @@ compiles on its own and a change to one kernel does not rebuild the others:
 * ``project_cpu`` / ``project_cpu_native`` – the EWA projection that feeds it (C++/OpenMP): the forward
   built to round as its twin does, the backward built for this CPU.
 * ``scaffold_cpu`` / ``scaffold_cuda`` – skinning and k-NN for the motion scaffold.
+* ``ssim_cpu`` – the SSIM term of the losses, forward and backward (C++/OpenMP).
 
 ``load(name)`` compiles a family on first use through torch's extension builder
 (ninja, cached by source hash), and returns ``None`` with a one-line warning when
@@ -57,6 +58,7 @@ FAMILIES: dict[str, Family] = {
     "project_cpu": Family(sources=("cpu/project.cpp",), extra_cflags=("-O3", "-fopenmp", "-ffp-contract=off")),
     "project_cpu_native": Family(sources=("cpu/project.cpp",), native=True),
     "scaffold_cpu": Family(sources=("cpu/scaffold.cpp",)),
+    "ssim_cpu": Family(sources=("cpu/ssim.cpp",), native=True),
     # The .cu holds every scaffold CUDA kernel and includes no torch header (fast nvcc);
     # the bindings .cpp is the only translation unit that parses torch.
     "scaffold_cuda": Family(sources=("cuda/scaffold.cu", "cuda/scaffold_bindings.cpp"), cuda=True),

@@ -1,47 +1,25 @@
 """Loss terms of the fit; each is a small function of rendered maps or scaffold tensors.
 
-Photometric and feature terms are L1 + 0.1 (1 - SSIM) (kornia's SSIM map, computed in one convolution), as in the
+Photometric and feature terms are L1 + 0.1 (1 - SSIM) (kornia's SSIM map; ``cuda_ext.ssim``), as in the
 reference systems. Geometry terms regularise the scaffold: ARAP keeps distances between
 neighbouring nodes constant over time; velocity and acceleration penalise jitter.
 """
 
 from __future__ import annotations
 
-import kornia
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+
+from cuda_ext.ssim import ssim_mean
 
 
 def l1_ssim(pred: Tensor, target: Tensor, ssim_weight: float = 0.1, ssim_downsample: int = 1) -> Tensor:
     """L1 + w (1 - SSIM) on [H,W,C] maps (C any); the SSIM of the maps averaged over ``ssim_downsample`` pixels
-    a side (its convolutions and the elementwise work around them cost about a quarter at 2)."""
+    a side (its filtering and the elementwise work around it cost about a quarter at 2)."""
     l1 = (pred - target).abs().mean()
-    p, t = pred.permute(2, 0, 1)[None], target.permute(2, 0, 1)[None]
-    if ssim_downsample > 1:
-        p, t = F.avg_pool2d(p, ssim_downsample), F.avg_pool2d(t, ssim_downsample)
-    window = 11 if min(p.shape[-2:]) >= 64 else 5 if min(p.shape[-2:]) >= 8 else 3
-    return l1 + ssim_weight * (1 - ssim(p, t, window).mean())
-
-
-def ssim(x: Tensor, y: Tensor, window: int, max_val: float = 1.0) -> Tensor:
-    """SSIM map of ``[B, C, H, W]`` images: ``kornia.metrics.ssim``'s map (Gaussian window, sigma 1.5,
-    reflect padding), with its five local moments filtered in one grouped convolution.
-
-    Why not call kornia's: it filters the five moment maps one at a time, ten small
-    convolutions forward and as many backward; on 2 CPU cores that was 36 ms of a
-    100 ms training step at 480x270, one stacked 2D convolution takes 14 ms.
-    """
-    c1, c2 = (0.01 * max_val) ** 2, (0.03 * max_val) ** 2
-    g = kornia.filters.get_gaussian_kernel1d(window, 1.5, device=x.device, dtype=x.dtype)[0]
-    maps = torch.cat([x, y, x * x, y * y, x * y], 1)
-    pad = window // 2
-    n = maps.shape[1]
-    kernel = (g[:, None] * g[None]).expand(n, 1, window, window)
-    moments = F.conv2d(F.pad(maps, (pad, pad, pad, pad), mode="reflect"), kernel, groups=n)
-    mx, my, xx, yy, xy = moments.chunk(5, 1)
-    var_x, var_y, cov = xx - mx * mx, yy - my * my, xy - mx * my
-    return ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx * mx + my * my + c1) * (var_x + var_y + c2) + 1e-12)
+    side = min(pred.shape[0], pred.shape[1]) // ssim_downsample
+    window = 11 if side >= 64 else 5 if side >= 8 else 3
+    return l1 + ssim_weight * (1 - ssim_mean(pred, target, window, ssim_downsample))
 
 
 def depth_loss(pred: Tensor, prior: Tensor, alpha: Tensor) -> Tensor:

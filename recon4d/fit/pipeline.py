@@ -16,9 +16,9 @@ from typing import Literal
 
 import torch
 
+from cuda_ext.ssim import ssim_mean
 from recon4d.device import check_gpu_path, resolve_device
 from recon4d.errors import UserError
-from recon4d.fit.losses import ssim
 from recon4d.fit.preview import write_preview
 from recon4d.fit.trainer import FitConfig, fit_scene
 from recon4d.io.atomic import write_json
@@ -104,8 +104,7 @@ def training_scores(scene, data, backend: str = "auto") -> tuple[list[float], li
         rgb = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width,
                         data.height, backend=backend).features[0, ..., RGB].clamp(0, 1)
         psnrs.append(float(psnr(rgb, data.images[t])))
-        pair = [x.permute(2, 0, 1)[None] for x in (rgb, data.images[t])]
-        ssims.append(float(ssim(*pair, window=11).mean()))
+        ssims.append(float(ssim_mean(rgb, data.images[t], window=11)))
     return psnrs, ssims
 
 

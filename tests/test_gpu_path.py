@@ -7,6 +7,7 @@ tagged as CUDA, an op that mixes them with CPU tensors raises, and host syncs ar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -34,11 +35,22 @@ def _two_steps_config(backend: str = "auto") -> FitConfig:
     return cfg
 
 
+@pytest.fixture
+def ssim_twin_on_the_cpu_too(monkeypatch):
+    """The losses' SSIM from its PyTorch twin on the CPU as well: a GPU has no SSIM kernel and runs the twin,
+    so with it on both sides only the device differs (the kernel against the twin: tests/test_ssim.py)."""
+    from cuda_ext.ssim import ssim_mean
+    from recon4d.fit import losses
+
+    monkeypatch.setattr(losses, "ssim_mean", functools.partial(ssim_mean, backend="torch"))
+
+
 def _stages_run(trainer: Trainer) -> set[str]:
     return {stage for stage in STAGES if trainer._stage_steps(stage)}
 
 
-def test_a_fit_on_a_gpu_keeps_every_tensor_there_and_equals_the_cpu_fit(fitted_left_scene, tmp_path):
+def test_a_fit_on_a_gpu_keeps_every_tensor_there_and_equals_the_cpu_fit(fitted_left_scene, tmp_path,
+                                                                        ssim_twin_on_the_cpu_too):
     """Init and every stage on CUDA-tagged tensors with no device mix (the harness raises on one),
     densification included; the result equals the CPU fit's, since only the device differs."""
     _, scene = fitted_left_scene
@@ -282,7 +294,7 @@ def test_depth_anything_runs_on_the_gpu(tmp_path, monkeypatch):
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-6)
 
 
-def test_a_gpu_checkpoint_resumes_on_a_cpu_machine(fitted_left_scene, tmp_path):
+def test_a_gpu_checkpoint_resumes_on_a_cpu_machine(fitted_left_scene, tmp_path, ssim_twin_on_the_cpu_too):
     """A fit checkpointed on a GPU continues on a laptop (the checkpoint is read to the CPU) and ends where
     the same fit run on the CPU throughout ends."""
     from recon4d.fit.trainer import fit_scene

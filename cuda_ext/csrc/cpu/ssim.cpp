@@ -28,7 +28,7 @@ inline int64_t reflect(int64_t v, int64_t n) {
 }
 
 struct Geometry {
-  int64_t H, W, C, pool, h, w, r;  // input size, pool, pooled size, window radius
+  int64_t H, W, C, pool, h, w, r;  // input size and channels, pool, pooled size, window radius
   int64_t plane() const { return h * w; }
   int64_t padded_w() const { return w + 2 * r; }
 };

@@ -36,7 +36,7 @@ import numpy as np
 
 from recon4d.grounding.objects import HUES
 from recon4d.grounding.rules import camera_depth, image_x
-from recon4d.grounding.shape import SHAPES
+from recon4d.grounding.shape import SHAPES, nameable
 from recon4d.grounding.trajectories import ObjectTrack, SceneTracks
 
 COLOUR_WORDS = set(HUES) | {"white", "grey", "gray", "black"}
@@ -144,12 +144,14 @@ def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: boo
     """Bind the phrase ``name`` to the scene's objects (``group``: a count's noun, every object it may name)."""
     np_ = noun_phrase(name)
     shapes_known = any(t.obj.shape is not None for t in st.tracks)  # id masks gave shapes: "the ball" is checkable
-    if np_.shape is not None and shapes_known or np_.head == "object":
+    # ... unless the silhouette test cannot name that shape here (a cube without the camera's pitch)
+    checkable = shapes_known and np_.shape in nameable(st.pitch_known)
+    if np_.shape is not None and checkable or np_.head == "object":
         cands, why = _by_looks(np_, st.tracks)
         if cands is None:
             return why
-    elif np_.shape is not None:  # a plain-coloured thing whose shape nothing here knows: colour alone decides
-        cands = [t for t in st.tracks if not np_.colours or t.obj.colour in np_.colours]
+    elif np_.shape is not None:  # a plain-coloured thing whose shape nothing here can know: colour decides
+        cands = [t for t in st.tracks if (not np_.colours or t.obj.colour in np_.colours) and t.obj.shape in (None, np_.shape)]
     else:
         if not st.tracks:
             return Binding("empty", f"no moving object in the scene for '{name}'")

@@ -146,11 +146,12 @@ def mask_depths(tracks: np.ndarray, ids: np.ndarray, viewmats: np.ndarray) -> di
 
 
 def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarray,
-                 masks: Path | None = None) -> tuple[list[ObjectInstance], str]:
+                 masks: Path | None = None, pitch_known: bool = True) -> tuple[list[ObjectInstance], str]:
     """Instances of the fitted scene and how they were found ("id masks at <path>" or "the priors' motion masks").
 
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``; ``up`` is the
-    world's unit up vector (the shape test looks at silhouettes upright); ``data``
+    world's unit up vector (the shape test looks at silhouettes upright; ``pitch_known`` false when it
+    is the first camera's guess); ``data``
     the scene data (``load_scene_data``), whose dynamic mask stands in for id masks.
     """
     folder = masks or mask_source(scene_dir)
@@ -176,7 +177,8 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         obj = ObjectInstance(len(objects) + 1, members, mask_id=int(label))
         describe_colour(obj, colours, opacities)
         if folder is not None:  # a motion mask's outline is the moving pixels', not the object's
-            obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths)
+            obj.shape, obj.shape_note = estimate_shape(id_masks, obj.mask_id, mask_K, viewmats, up, depths,
+                                                        pitch_known)
         else:
             obj.shape_note = "motion masks: outlines not trusted for a shape"
         obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths)

@@ -38,6 +38,12 @@ shape read squatter than it is):
   only be less round than a ball; a cube is as squat as a ball, so roundness
   alone parts them and a cube must keep clear of the ball's band.
 
+Only a ball is named without the world's up direction (``pitch_known`` false: no
+ground plane in the fit, so up is the first camera's): its bands read no
+elevation, while a cube seen from 20 degrees above is as tall as a cylinder seen
+level (a synth static-camera scene fitted from its video alone named its cube a
+cylinder in every frame).
+
 With these bands 1 frame in 2300 voted for a wrong shape, so one whole frame is
 enough; where there are more, a shape needs the votes of two thirds of them.
 Otherwise the shape is unknown (None) and the answerer says it cannot tell.
@@ -134,12 +140,18 @@ def vote(numbers: dict[str, float]) -> str | None:
     return None
 
 
+def nameable(pitch_known: bool) -> tuple[str, ...]:
+    """The shapes the silhouette test can name: a ball's bands read no elevation, a cube's and a cylinder's do."""
+    return SHAPES if pitch_known else ("ball",)
+
+
 def estimate_shape(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.ndarray, up: np.ndarray,
-                   depths: dict[int, np.ndarray]) -> tuple[str | None, str]:
+                   depths: dict[int, np.ndarray], pitch_known: bool = True) -> tuple[str | None, str]:
     """Shape word of the object with ``mask_id`` in id masks ``[T, H, W]`` (None when unsure) and why.
 
     ``K`` is for the masks' resolution, ``viewmats`` ``[T, 4, 4]`` world-to-camera,
-    ``up`` the world's unit up vector, ``depths`` camera depth per frame of each mask id.
+    ``up`` the world's unit up vector, ``depths`` camera depth per frame of each mask id;
+    ``pitch_known`` false: ``up`` is a guess, so only a ball can be named.
     """
     frames = whole_frames(masks, mask_id, depths)
     votes = [vote(describe_silhouette(*straight_on(masks[t] == mask_id, K, viewmats[t], up))) for t in frames]
@@ -150,4 +162,6 @@ def estimate_shape(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.
     counts = ", ".join(f"{s} {n}" for s, n in tally.items() if n) or "none"
     if tally[best] < AGREE * len(votes):
         return None, f"votes of {len(votes)} frames: {counts}; no shape has two thirds"
+    if best not in nameable(pitch_known):
+        return None, f"votes of {len(votes)} frames: {counts}; but the camera's pitch is unknown (no ground plane)"
     return best, f"votes of {len(votes)} frames: {counts}"

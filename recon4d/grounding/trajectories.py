@@ -110,12 +110,15 @@ class ObjectTrack:
 
 
 
+UP_GUESSED = "first camera"  # estimate_up's source when no ground plane is found
+
+
 def estimate_up(static_means: np.ndarray, viewmat0: np.ndarray, seed: int = 0) -> tuple[np.ndarray, str]:
     """Unit up vector of the world and where it came from ("ground plane" or "first camera")."""
     cam_up = -viewmat0[1, :3]
     cam_up = cam_up / np.linalg.norm(cam_up)
     if len(static_means) < 50:
-        return cam_up, "first camera"
+        return cam_up, UP_GUESSED
     rng = np.random.default_rng(seed)
     pts = static_means[rng.permutation(len(static_means))[:5000]]
     extent = np.linalg.norm(np.percentile(pts, 95, 0) - np.percentile(pts, 5, 0))
@@ -130,10 +133,10 @@ def estimate_up(static_means: np.ndarray, viewmat0: np.ndarray, seed: int = 0) -
         if inliers > best_n:
             best, best_n = n, inliers
     if best is None or best_n < PLANE_INLIERS * len(pts):
-        return cam_up, "first camera"
+        return cam_up, UP_GUESSED
     best = best if best @ cam_up > 0 else -best
     if best @ cam_up < math.cos(math.radians(45.0)):
-        return cam_up, "first camera"
+        return cam_up, UP_GUESSED
     return best, "ground plane"
 
 
@@ -328,6 +331,11 @@ class SceneTracks:
     global_note: str
     instances_from: str
 
+    @property
+    def pitch_known(self) -> bool:
+        """Whether ``up`` is the world's (a ground plane, the priors) rather than the first camera's guess."""
+        return self.up_source != UP_GUESSED
+
     def window(self, lo: int, hi: int) -> SceneTracks:
         """The scene over frames ``lo:hi``: every track and the cameras cut to that window."""
         viewmats = self.viewmats[lo:hi]
@@ -366,7 +374,7 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
         up /= np.linalg.norm(up)
     else:
         up, up_source = estimate_up(static, viewmats[0])
-    objects, how = find_objects(scene, data, scene_dir, dyn, up, masks)
+    objects, how = find_objects(scene, data, scene_dir, dyn, up, masks, pitch_known=up_source != UP_GUESSED)
     K = data.K.numpy().astype(np.float64)
     tracks = [track_object(o, dyn, opacities, ref, viewmats, up,
                            observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height))

@@ -93,13 +93,16 @@ def seen_sizes(masks: np.ndarray, mask_id: int, depths: dict[int, np.ndarray]) -
 
 
 def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.ndarray, depth: np.ndarray,
-                 depths: dict[int, np.ndarray]) -> np.ndarray | None:
+                 depths: dict[int, np.ndarray], depth_from_size: bool = False) -> np.ndarray | None:
     """World centre ``[T, 3]`` of object ``mask_id`` per frame, or None when too few frames show it.
 
     ``masks`` are the id masks ``[T, Hm, Wm]``; ``K`` the intrinsics at the
     resolution of ``depth`` ``[T, H, W]`` (``rendered_depth``; NaN or <= 0 where
     unknown); ``depths`` the per-frame camera depth of every mask id (for
-    ``whole_frames``' occlusion order).
+    ``whole_frames``' occlusion order). ``depth_from_size``: the fit's depth holds
+    no information (a constant depth prior: a camera that does not translate and no
+    depth model), so the distance changes with the inverse apparent size (``seen_sizes``)
+    about the fitted depth's median, as a rigid body's does.
     """
     T, H, W = depth.shape
     rows = ((np.arange(H) + 0.5) * masks.shape[1] / H).astype(np.int64)
@@ -108,6 +111,7 @@ def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.nd
     frames = whole_frames(masks, mask_id, depths)
     if len(frames) < max(2, MIN_WHOLE * T):
         frames = whole_frames(masks, mask_id, depths, behind_ok=True)
+    rays, fronts, areas = {}, {}, {}
     for t in frames:
         ys, xs = np.nonzero(masks[t][rows][:, cols] == mask_id)
         z = depth[t, ys, xs].astype(np.float64)
@@ -115,10 +119,15 @@ def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.nd
         if ok.sum() < MIN_DEPTH_PIXELS:
             continue
         pix = np.stack([xs[ok] + 0.5, ys[ok] + 0.5, np.ones(ok.sum())])
-        ray = np.median(np.linalg.solve(K, pix).T, axis=0)  # at unit camera depth: times z puts it at depth z
-        front = np.quantile(z[ok], FRONT_QUANTILE)
-        radius = np.sqrt(len(ys) / np.pi) / K[0, 0] * front  # the mask's equal-area radius, in scene units
-        cam = ray * (front + BEHIND_FRONT * radius)
+        rays[t] = np.median(np.linalg.solve(K, pix).T, axis=0)  # at unit camera depth: times z puts it at depth z
+        fronts[t] = np.quantile(z[ok], FRONT_QUANTILE)
+        areas[t] = len(ys)
+    if depth_from_size and fronts:
+        front, area = np.median(list(fronts.values())), np.median(list(areas.values()))
+        fronts = {t: front * np.sqrt(area / areas[t]) for t in fronts}
+    for t, ray in rays.items():
+        radius = np.sqrt(areas[t] / np.pi) / K[0, 0] * fronts[t]  # the mask's equal-area radius, in scene units
+        cam = ray * (fronts[t] + BEHIND_FRONT * radius)
         centres[t] = viewmats[t, :3, :3].T @ (cam - viewmats[t, :3, 3])
     seen = np.nonzero(np.isfinite(centres[:, 0]))[0]
     if len(seen) < max(2, MIN_WHOLE * T):

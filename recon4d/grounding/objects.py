@@ -167,7 +167,8 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
     depths = mask_depths(tracks, ids, viewmats)
     fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
-    flat_depth = bool(data.depth.max() - data.depth.min() <= 1e-6 * data.depth.max())  # a constant prior: no depth
+    # A constant depth prior carries no distance: an annotated outline's size does (a motion mask's does not)
+    size_depth = folder is not None and bool(data.depth.max() - data.depth.min() <= 1e-6 * data.depth.max())
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
     objects = []
@@ -182,7 +183,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
                                                         pitch_known)
         else:
             obj.shape_note = "motion masks: outlines not trusted for a shape"
-        obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths, flat_depth)
+        obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths, size_depth)
         obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
         objects.append(obj)
     for obj in objects:

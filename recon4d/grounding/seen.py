@@ -101,8 +101,9 @@ def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.nd
     unknown); ``depths`` the per-frame camera depth of every mask id (for
     ``whole_frames``' occlusion order). ``depth_from_size``: the fit's depth holds
     no information (a constant depth prior: a camera that does not translate and no
-    depth model), so the distance changes with the inverse apparent size (``seen_sizes``)
-    about the fitted depth's median, as a rigid body's does.
+    depth model), so the distance changes with the inverse apparent size (the square
+    root of the mask's area, its quadratic trend over the clip) about the fitted depth's
+    median, as a rigid body's does.
     """
     T, H, W = depth.shape
     rows = ((np.arange(H) + 0.5) * masks.shape[1] / H).astype(np.int64)
@@ -122,9 +123,13 @@ def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.nd
         rays[t] = np.median(np.linalg.solve(K, pix).T, axis=0)  # at unit camera depth: times z puts it at depth z
         fronts[t] = np.quantile(z[ok], FRONT_QUANTILE)
         areas[t] = len(ys)
-    if depth_from_size and fronts:
-        front, area = np.median(list(fronts.values())), np.median(list(areas.values()))
-        fronts = {t: front * np.sqrt(area / areas[t]) for t in fronts}
+    if depth_from_size and len(fronts) >= 3:
+        # The trend of the log area, quadratic over the clip: a mask's pixel count wobbles by a few per cent
+        # from frame to frame (a 15-pixel ball), which as distance would make a straight path zig-zag.
+        ts = np.array(sorted(areas))
+        trend = np.polyval(np.polyfit(ts, np.log([areas[t] for t in ts]), 2), ts)
+        front = np.median(list(fronts.values()))
+        fronts = {t: front * np.exp(0.5 * (np.median(trend) - a)) for t, a in zip(ts, trend)}
     for t, ray in rays.items():
         radius = np.sqrt(areas[t] / np.pi) / K[0, 0] * fronts[t]  # the mask's equal-area radius, in scene units
         cam = ray * (fronts[t] + BEHIND_FRONT * radius)

@@ -32,12 +32,12 @@ from recon4d.scene_folder import SceneFolder
 FACTORS = ("direction", "approach", "turn", "spin", "follow")
 
 
-def pair_dirs(root: Path, seed: int, factor: str, objects: int, camera: str) -> list[Path]:
+def pair_dirs(root: Path, seed: int, factor: str, objects: int, camera: str, size: list[int]) -> list[Path]:
     """The two synth scene folders of a pair (generated when missing); none when synth cannot place them."""
     found = sorted((root / "synth").glob(f"synth_s{seed}_{factor}_*"))
     if len(found) != 2:
         args = ["--preset", "tiny", "--out", str(root / "synth"), "--seed", str(seed), "--objects", str(objects),
-                "--pairs", factor, "--camera", camera]
+                "--pairs", factor, "--camera", camera, "--size", *map(str, size)]
         if synth_command.main(args) != 0:  # synth has said why (e.g. the objects cannot all stay in view)
             return []
         found = sorted((root / "synth").glob(f"synth_s{seed}_{factor}_*"))
@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--factors", nargs="+", default=list(FACTORS))
     ap.add_argument("--objects", type=int, default=2)
     ap.add_argument("--camera", choices=("static", "pan", "dolly", "orbit"), default="static")
+    ap.add_argument("--size", type=int, nargs=2, default=[128, 96], metavar=("W", "H"),
+                    help="image size of the synth scenes (the tiny preset's by default)")
     ap.add_argument("--priors", choices=("gt", "auto"), default="gt",
                     help="gt: exact priors from the scene's truth; auto: from the video alone")
     ap.add_argument("--input", choices=("folder", "video"), default="folder",
@@ -80,7 +82,7 @@ def main() -> None:
     for seed in args.seeds:
         for factor in args.factors:
             correct_by_id = {}
-            pair = pair_dirs(args.root, seed, factor, args.objects, args.camera)
+            pair = pair_dirs(args.root, seed, factor, args.objects, args.camera, args.size)
             if not pair:
                 print(f"seed {seed} {factor}: skipped (synth could not make the pair)")
                 continue

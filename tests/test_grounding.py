@@ -210,40 +210,36 @@ def test_shape_of_drawn_silhouettes_and_refusals():
     assert shape is None and "two thirds" in why, why
 
 
-def test_shapes_of_synth_objects_from_their_masks(tmp_path):
-    """A scene with a ball, a cube and a cylinder: each gets its true shape (gt/objects.json) from the id masks."""
-    from tests.fitted import synth_scene
-
-    synth = synth_scene(tmp_path, "--seed", "102", "--objects", "3", "--no-novel")
+def _synth_truth(synth) -> tuple[list[dict], dict, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """A synth scene's objects, cameras, world-to-camera matrices, id masks and each object's true camera depth."""
     objects = json.loads((synth / "gt" / "objects.json").read_text())["objects"]
     cams = np.load(synth / "gt" / "cameras.npz")
     viewmats = cams["viewmats"]
     masks = read_id_masks(synth / "Annotations", list(range(len(viewmats))))
     depths = {o["id"]: np.einsum("tj,tj->t", viewmats[:, 2, :3], np.array(o["centre"])) + viewmats[:, 2, 3]
               for o in objects}
+    return objects, cams, viewmats, masks, depths
+
+
+def test_shapes_of_synth_objects_from_their_masks(tmp_path):
+    """A scene with a ball, a cube and a cylinder: each gets its true shape (gt/objects.json) from the id masks.
+
+    With up taken from the first camera instead (no ground plane, pitch unknown) the ball keeps its
+    name; the cube and the cylinder, which the silhouette test tells apart only by elevation, get none.
+    """
+    from tests.fitted import synth_scene
+
+    objects, cams, viewmats, masks, depths = _synth_truth(synth_scene(tmp_path, "--seed", "102", "--objects", "3",
+                                                                      "--no-novel"))
     truth = {o["id"]: o["shape"] for o in objects}
     found = {i: estimate_shape(masks, i, cams["K"], viewmats, UP, depths)[0] for i in truth}
     assert sorted(truth.values()) == ["ball", "cube", "cylinder"] and found == truth
-
-
-def test_without_the_cameras_pitch_only_a_ball_is_named(tmp_path):
-    """The same three objects with up taken from the first camera (no ground plane): the ball keeps its
-    name; the cube and the cylinder, which the silhouette test tells apart only by elevation, get none."""
-    from tests.fitted import synth_scene
-
-    synth = synth_scene(tmp_path, "--seed", "102", "--objects", "3", "--no-novel")
-    objects = json.loads((synth / "gt" / "objects.json").read_text())["objects"]
-    cams = np.load(synth / "gt" / "cameras.npz")
-    viewmats = cams["viewmats"]
-    masks = read_id_masks(synth / "Annotations", list(range(len(viewmats))))
-    depths = {o["id"]: np.einsum("tj,tj->t", viewmats[:, 2, :3], np.array(o["centre"])) + viewmats[:, 2, 3]
-              for o in objects}
     camera_up = -viewmats[0, 1, :3]
-    found = {o["shape"]: estimate_shape(masks, o["id"], cams["K"], viewmats, camera_up, depths, pitch_known=False)
-             for o in objects}
-    assert found["ball"][0] == "ball"
+    guessed = {o["shape"]: estimate_shape(masks, o["id"], cams["K"], viewmats, camera_up, depths, pitch_known=False)
+               for o in objects}
+    assert guessed["ball"][0] == "ball"
     for shape in ("cube", "cylinder"):
-        assert found[shape][0] is None and "pitch" in found[shape][1], found[shape]
+        assert guessed[shape][0] is None and "pitch" in guessed[shape][1], guessed[shape]
 
 
 def test_shape_nouns_the_scene_cannot_name_bind_by_colour():
@@ -278,16 +274,10 @@ def test_seen_centres_take_the_distance_from_the_apparent_size_when_the_depth_is
             "--no-novel"]
     assert synth_command.main(args) == 0
     synth = sorted(tmp_path.glob("synth_s11_approach_*"))[0]
-    objects = json.loads((synth / "gt" / "objects.json").read_text())["objects"]
-    cams = np.load(synth / "gt" / "cameras.npz")
-    viewmats = cams["viewmats"]
-    masks = read_id_masks(synth / "Annotations", list(range(len(viewmats))))
+    objects, cams, viewmats, masks, depths = _synth_truth(synth)
     flat = np.full(np.load(synth / "gt" / "depth.npz")["depth"].shape, 6.0)
     mover = next(o for o in objects if o["motion"] in ("toward", "away"))
-    centre = np.array(mover["centre"])
-    depths = {o["id"]: np.einsum("tj,tj->t", viewmats[:, 2, :3], np.array(o["centre"])) + viewmats[:, 2, 3]
-              for o in objects}
-    travel = centre[-1] - centre[0]
+    travel = np.array(mover["centre"])[-1] - np.array(mover["centre"])[0]
 
     def cosine(seen: np.ndarray) -> float:
         d = seen[-1] - seen[0]
@@ -310,13 +300,9 @@ def test_seen_centres_hold_a_spinning_object_still_and_follow_a_moving_one(tmp_p
     args = ["--preset", "tiny", "--out", str(tmp_path), "--seed", "11", "--objects", "2", "--pairs", "spin", "--no-novel"]
     assert synth_command.main(args) == 0
     synth = sorted(tmp_path.glob("synth_s11_spin_*"))[0]
-    objects = json.loads((synth / "gt" / "objects.json").read_text())["objects"]
-    cams = np.load(synth / "gt" / "cameras.npz")
-    viewmats = cams["viewmats"]
-    masks = read_id_masks(synth / "Annotations", list(range(len(viewmats))))
+    objects, cams, viewmats, masks, depths = _synth_truth(synth)
     depth = np.load(synth / "gt" / "depth.npz")["depth"].astype(np.float64)
     truth = {o["id"]: np.array(o["centre"]) for o in objects}
-    depths = {i: np.einsum("tj,tj->t", viewmats[:, 2, :3], c) + viewmats[:, 2, 3] for i, c in truth.items()}
     assert sorted(o["motion"].startswith("spin") for o in objects) == [False, True]
     for o in objects:
         seen = seen_centres(masks, o["id"], cams["K"], viewmats, depth, depths)

@@ -10,7 +10,7 @@ from recon4d.errors import UserError
 from recon4d.geometry import rodrigues
 from recon4d.priors import camera as camera_module
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolveError, CameraSolver
-from recon4d.priors.camera_sanity import frame_rotations_deg, implausibility
+from recon4d.priors.camera_sanity import frame_rotations_deg, gap_note, implausibility, untracked_gaps
 from recon4d.priors.depth import sparse_depth
 
 K = np.array([[200.0, 0, 128], [0, 200, 96], [0, 0, 1]])
@@ -95,6 +95,26 @@ def test_solver_says_clearly_when_no_camera_is_believable(monkeypatch):
     assert "no believable camera" in message and "--fov-deg" in message
     assert message.count("camera: frames") >= 2  # every solve tried, the other motion model too
     assert camera_module.WHAT_TO_TRY in message
+
+
+def test_a_failed_solve_names_the_frames_no_still_track_links(monkeypatch):
+    """DAVIS motocross-jump: while the bike is in the air the view is sky and the (masked) bike, so no
+    still track links frame 14 to frame 25. Here every track ends at frame 4 and new ones start at 8;
+    the solve fails (every candidate made absurd, as there), and its message says where and what to do."""
+    _, xy, vis = _scene()
+    vis = vis.copy()
+    half = xy.shape[1] // 2
+    vis[5:, :half] = False
+    vis[:8, half:] = False
+    static = np.ones(xy.shape[1], bool)
+    assert untracked_gaps(vis, static) == [(4, 8)]
+    assert untracked_gaps(vis[:5], static) == []
+    assert "frames 4-8" in gap_note(vis, static) and gap_note(vis[:5], static) is None
+    real = CameraSolver._solve_from
+    monkeypatch.setattr(CameraSolver, "_solve_from", lambda self, *a, **k: _absurd(real(self, *a, **k)))
+    with pytest.raises(CameraSolveError) as err:
+        CameraSolver(CameraOptions(fov_deg=65.0, fov_step=30.0)).solve(xy.astype(np.float32), vis, static, 256, 192)
+    assert "frames 4-8" in str(err.value) and "--start/--end" in str(err.value)
 
 
 def test_sparse_depth_copes_with_frames_that_see_no_point_in_front():

@@ -61,7 +61,7 @@ from recon4d.errors import UserError
 from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
-from recon4d.priors.camera_sanity import implausibility
+from recon4d.priors.camera_sanity import gap_note, implausibility
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 DEFAULT_FOV_DEG = 55.0  # only used when the focal cannot be observed (static camera) and none is given
@@ -159,7 +159,8 @@ class CameraSolver:
         best = _first_plausible(candidates(rotation), xy, vis, rejected) \
             or _first_plausible(candidates(not rotation), xy, vis, rejected)
         if best is None:
-            raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {WHAT_TO_TRY}")
+            advice = gap_note(vis, usable) or WHAT_TO_TRY
+            raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {advice}")
         best.info["rejected_solves"] = rejected
         if not best.focal_observed:
             warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "

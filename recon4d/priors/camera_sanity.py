@@ -29,6 +29,7 @@ import numpy as np
 ROTATION_SLACK = 3.0
 ROTATION_MARGIN_DEG = 5.0
 MIN_IN_FRONT = 0.5
+MIN_SHARED = 8  # static tracks two consecutive frames must share for the camera to be followed from one to the next
 
 
 def frame_rotations_deg(viewmats: np.ndarray) -> np.ndarray:
@@ -71,3 +72,31 @@ def implausibility(cam, xy: np.ndarray, vis: np.ndarray) -> str | None:
         if (z > 0).mean() < MIN_IN_FRONT:
             return f"frame {t} sees {100 * (z <= 0).mean():.0f}% of its triangulated points behind it"
     return None
+
+
+def untracked_gaps(vis: np.ndarray, static: np.ndarray) -> list[tuple[int, int]]:
+    """``(first, last)`` frame of each run over which consecutive frames share fewer than ``MIN_SHARED``
+    of the ``static [P]`` tracks: nothing seen there stands still (sky, water, or masked objects fill
+    the view), so no solve can tell how the camera turned between ``first`` and ``last``."""
+    shared = (vis[1:] & vis[:-1] & static).sum(1) < MIN_SHARED
+    gaps, t = [], 0
+    while t < len(shared):
+        if shared[t]:
+            end = t
+            while end + 1 < len(shared) and shared[end + 1]:
+                end += 1
+            gaps.append((t, end + 1))
+            t = end + 1
+        t += 1
+    return gaps
+
+
+def gap_note(vis: np.ndarray, static: np.ndarray) -> str | None:
+    """What a failed camera solve should say about ``untracked_gaps``, or None when there are none."""
+    gaps = untracked_gaps(vis, static)
+    if not gaps:
+        return None
+    spans = ", ".join(f"{a}-{b}" for a, b in gaps)
+    return (f"frames {spans} share fewer than {MIN_SHARED} still tracks from one frame to the next (sky, water "
+            f"or the masked objects fill them), so nothing links the camera across them: fit the frames before "
+            f"or after with --start/--end")

@@ -13,7 +13,6 @@ name without the pitch) is still the object the questions ask about.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -40,8 +39,8 @@ def pair_answers(tmp_path_factory) -> dict[str, list[dict]]:
         assert answer_command.main(["--scene", str(root / "fit" / synth.name), "--qa", str(synth / "qa.json"),
                                     "--out", str(answers)]) == 0
         kinds = {q["id"]: q["kind"] for q in json.loads((synth / "gt" / "questions.json").read_text())}
-        out[synth.name.rsplit("_", 1)[1]] = [{**json.loads(line), "kind": kinds[json.loads(line)["id"]]}
-                                            for line in Path(answers).read_text().splitlines()]
+        records = [json.loads(line) for line in answers.read_text().splitlines()]
+        out[synth.name.rsplit("_", 1)[1]] = [{**r, "kind": kinds[r["id"]]} for r in records]
     return out
 
 

@@ -38,18 +38,18 @@ shape read squatter than it is):
   only be less round than a ball; a cube is as squat as a ball, so roundness
   alone parts them and a cube must keep clear of the ball's band.
 
-Only a ball is named without the world's up direction (``pitch_known`` false: no
-ground plane in the fit, so up is the first camera's): its bands read no
-elevation, while a cube seen from 20 degrees above is as tall as a cylinder seen
-level (a synth static-camera scene fitted from its video alone named its cube a
-cylinder in every frame).
-
 With these bands 1 frame in 2300 voted for a wrong shape, so one whole frame is
 enough; where there are more, a shape needs the votes of two thirds of them.
 Otherwise the shape is unknown (None) and the answerer says it cannot tell.
 Silhouettes outside every band are unknown too (DAVIS' horse and rider:
 solidity 0.4-0.7). On 33 other synth scenes (99 objects, about 1800 frames; 1
 wrong vote) no object got a wrong shape and 13 none, 12 of them never seen whole.
+
+Only a ball is named without the world's up direction (``pitch_known`` false: no
+ground plane in the fit, so up is the first camera's): its bands read no
+elevation, while a cube seen from 20 degrees above is as tall as a cylinder seen
+level (a synth static-camera scene fitted from its video alone named its cube a
+cylinder in every frame).
 """
 
 from __future__ import annotations

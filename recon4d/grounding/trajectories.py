@@ -109,7 +109,6 @@ class ObjectTrack:
 
 
 
-
 UP_GUESSED = "first camera"  # estimate_up's source when no ground plane is found
 
 

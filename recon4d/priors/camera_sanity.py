@@ -24,6 +24,8 @@ model) when one fails, and says the camera could not be solved when every one do
 
 from __future__ import annotations
 
+from itertools import groupby
+
 import numpy as np
 
 ROTATION_SLACK = 3.0
@@ -42,11 +44,12 @@ def frame_rotations_deg(viewmats: np.ndarray) -> np.ndarray:
 
 def allowed_rotations_deg(xy: np.ndarray, vis: np.ndarray, focal: float) -> np.ndarray:
     """``[T-1]`` largest believable rotation between consecutive frames, from the 90th percentile of
-    the image motion of the tracks seen in both (the whole clip's where a pair shares fewer than 8)."""
+    the image motion of the tracks seen in both (the whole clip's where a pair shares fewer than
+    ``MIN_SHARED``)."""
     both = vis[1:] & vis[:-1]
     step = np.linalg.norm(xy[1:] - xy[:-1], axis=-1)
     clip_wide = np.percentile(step[both], 90) if both.any() else 0.0
-    moved = np.array([np.percentile(s[b], 90) if b.sum() >= 8 else clip_wide for s, b in zip(step, both)])
+    moved = np.array([np.percentile(s[b], 90) if b.sum() >= MIN_SHARED else clip_wide for s, b in zip(step, both)])
     return ROTATION_SLACK * np.degrees(np.arctan(moved / focal)) + ROTATION_MARGIN_DEG
 
 
@@ -78,17 +81,9 @@ def untracked_gaps(vis: np.ndarray, static: np.ndarray) -> list[tuple[int, int]]
     """``(first, last)`` frame of each run over which consecutive frames share fewer than ``MIN_SHARED``
     of the ``static [P]`` tracks: nothing seen there stands still (sky, water, or masked objects fill
     the view), so no solve can tell how the camera turned between ``first`` and ``last``."""
-    shared = (vis[1:] & vis[:-1] & static).sum(1) < MIN_SHARED
-    gaps, t = [], 0
-    while t < len(shared):
-        if shared[t]:
-            end = t
-            while end + 1 < len(shared) and shared[end + 1]:
-                end += 1
-            gaps.append((t, end + 1))
-            t = end + 1
-        t += 1
-    return gaps
+    unlinked = (vis[1:] & vis[:-1] & static).sum(1) < MIN_SHARED  # per pair (t, t + 1)
+    runs = [[t for t, _ in run] for gap, run in groupby(enumerate(unlinked), key=lambda p: p[1]) if gap]
+    return [(run[0], run[-1] + 1) for run in runs]
 
 
 def gap_note(vis: np.ndarray, static: np.ndarray) -> str | None:

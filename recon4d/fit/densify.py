@@ -8,7 +8,8 @@ duplicate small high-gradient Gaussians, split large ones in two (scales / 1.6, 
 centres sampled from the Gaussian), and prune the nearly transparent or huge ones.
 Under ``max_gaussians`` (per set) growth takes the room left after pruning, highest
 gradients first, so a capped budget still goes where the image is least explained.
-The optimiser is rebuilt afterwards (its moments restart), which the trainer does.
+The optimiser is rebuilt afterwards, which the trainer does: its moments restart, or with
+``keep_optimizer_state`` the survivors keep theirs (:func:`carry_adam_state`).
 """
 
 from __future__ import annotations
@@ -129,3 +130,29 @@ class Densifier:
         rot = quat_to_rotmat(gs.quats[split])
         noise = torch.randn(2, len(split), 3, device=gs.means.device) * gs.scales[split][None]
         return torch.einsum("nij,bnj->bni", rot, noise).reshape(-1, 3)
+
+
+def carry_adam_state(old: torch.optim.Optimizer, new: torch.optim.Optimizer,
+                     rows: dict[int, tuple[Tensor, int]]) -> None:
+    """Give ``new`` (an optimiser over the refined parameters) ``old``'s moments: a replaced parameter's surviving
+    rows keep theirs, its new rows (split and duplicated Gaussians) start at zero. ``rows`` is
+    :attr:`Densifier.rows`. When a set appeared or emptied the groups differ, and ``new`` starts afresh."""
+    if len(old.param_groups) != len(new.param_groups):
+        return
+    for g_old, g_new in zip(old.param_groups, new.param_groups, strict=True):
+        for p_old, p_new in zip(g_old["params"], g_new["params"], strict=True):
+            state = old.state.get(p_old)
+            if not state or (p_new is not p_old and id(p_new) not in rows):
+                continue
+            if p_new is not p_old:
+                index, kept = rows[id(p_new)]
+                state = {k: _carried_rows(v, index, kept) if v.dim() else v for k, v in state.items()}
+            new.state[p_new] = state
+
+
+def _carried_rows(moment: Tensor, index: Tensor, kept: int) -> Tensor:
+    """An Adam moment for parameters gathered by ``index``: the first ``kept`` rows are survivors' (theirs),
+    the rest are new (zero)."""
+    out = moment.new_zeros((len(index), *moment.shape[1:]))
+    out[:kept] = moment[index[:kept]]
+    return out

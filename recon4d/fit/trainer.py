@@ -28,7 +28,7 @@ from recon4d.device import check_gpu_path, resolve_device
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement
 from recon4d.fit.checkpoint import read_checkpoint, restore_rng, rng_states, write_checkpoint
-from recon4d.fit.densify import DensifyConfig, Densifier
+from recon4d.fit.densify import DensifyConfig, Densifier, carry_adam_state
 from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.schedule import deck_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
 from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
@@ -154,23 +154,6 @@ class Trainer:
         self._new_optimizer()
         self.densifier = Densifier(self.cfg.densify, self.extent)
         self._track_binding = None
-
-    def _carry_optimizer_state(self, rows: dict[int, tuple[Tensor, int]]) -> None:
-        """A new optimiser over the refined parameters that keeps the old one's moments: a replaced parameter's
-        surviving rows keep theirs, its new rows (split and duplicated Gaussians) start at zero."""
-        old = self.optimizer
-        self._new_optimizer()
-        if len(old.param_groups) != len(self.optimizer.param_groups):  # a set appeared or emptied: start afresh
-            return
-        for g_old, g_new in zip(old.param_groups, self.optimizer.param_groups, strict=True):
-            for p_old, p_new in zip(g_old["params"], g_new["params"], strict=True):
-                state = old.state.get(p_old)
-                if not state or (p_new is not p_old and id(p_new) not in rows):
-                    continue
-                if p_new is not p_old:
-                    index, kept = rows[id(p_new)]
-                    state = {k: _carried_rows(v, index, kept) if v.dim() else v for k, v in state.items()}
-                self.optimizer.state[p_new] = state
 
     def _new_optimizer(self) -> None:
         groups = param_groups(STAGE_SPECS[self.stage], self.scene, self.heads, self.poses, self.cfg.learning_rates,
@@ -427,7 +410,9 @@ class Trainer:
         if spec.densifies:
             changed = self.densifier.observe_and_refine(self.scene, out, self.step, n)
             if changed and self.cfg.densify.keep_optimizer_state:
-                self._carry_optimizer_state(self.densifier.rows)
+                old = self.optimizer
+                self._new_optimizer()
+                carry_adam_state(old, self.optimizer, self.densifier.rows)
             elif changed:
                 self._setup_stage()
         self.step = done
@@ -477,14 +462,6 @@ class Trainer:
         else:
             self._setup_stage()
         self.save()
-
-
-def _carried_rows(moment: Tensor, index: Tensor, kept: int) -> Tensor:
-    """An Adam moment for parameters gathered by ``index``: the first ``kept`` rows are survivors' (theirs),
-    the rest are new (zero)."""
-    out = moment.new_zeros((len(index), *moment.shape[1:]))
-    out[:kept] = moment[index[:kept]]
-    return out
 
 
 def fit_scene(data: SceneData, cfg: FitConfig, model_dir: Path, resume: bool = False,

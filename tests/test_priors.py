@@ -106,7 +106,7 @@ def test_anchor_match_follows_a_turned_and_foreshortened_patch():
     """The anchor's patch match, given the local warp, finds a patch that turned by 25 degrees and shrank
     to 70% across one axis (a ground patch seen from a camera that circled it), to 0.02 px; matched
     unwarped, as OpenCV's LK would, the same patches land up to 0.7 px off."""
-    from recon4d.priors.tracks import _Image, _match
+    from recon4d.priors.tracks import _Image, _match, _patches
 
     rng = np.random.default_rng(3)
     src = cv2.GaussianBlur(rng.uniform(0, 255, (120, 160)).astype(np.float32), (0, 0), 2.0)
@@ -118,11 +118,35 @@ def test_anchor_match_follows_a_turned_and_foreshortened_patch():
     pts = np.array([[70.5, 50.5], [90.5, 66.5], [78.5, 62.5]], np.float32)
     truth = (pts - 0.5) @ A.T + M[:, 2] + 0.5
     start = truth + [0.8, -0.6]
-    warped, ok = _match(_Image(src), pts, _Image(dst), start, np.repeat(A[None], 3, 0).astype(np.float32), 4)
+    patches, one_group = _patches(_Image(src), pts, 4), np.zeros(3, int)
+    warped, ok = _match(patches, _Image(dst), start, np.repeat(A[None], 3, 0).astype(np.float32), one_group, 4)
     assert ok.all() and np.abs(warped - truth).max() < 0.05
-    plain, _ = _match(_Image(src), pts, _Image(dst), start, np.repeat(np.eye(2)[None], 3, 0).astype(np.float32), 4)
+    plain, _ = _match(patches, _Image(dst), start, np.repeat(np.eye(2)[None], 3, 0).astype(np.float32), one_group, 4)
     err_plain = np.linalg.norm(plain - truth, axis=1)
     assert err_plain.max() > 0.5 and err_plain.mean() > 10 * np.abs(warped - truth).max()
+
+
+def test_anchor_groups_matched_together_are_matched_as_if_alone():
+    """The tracker matches all seed frames' tracks in one call; each group (seed frame) must stop when its own
+    steps are small, so the result is bit for bit the one of a call per group (the tracks do not depend on
+    how many other tracks are alive)."""
+    from recon4d.priors.tracks import _Image, _match, _patches
+
+    rng = np.random.default_rng(5)
+    src = cv2.GaussianBlur(rng.uniform(0, 255, (120, 160)).astype(np.float32), (0, 0), 2.0)
+    dst = _Image(np.roll(src, (1, 2), (0, 1)))
+    pts = rng.uniform(20, 100, (12, 2)).astype(np.float32)
+    start = pts + [2, 1] + rng.normal(0, [[0.05], [0.05], [0.05], [0.05], [1.5], [1.5], [1.5], [1.5],
+                                         [0.4], [0.4], [0.4], [0.4]], (12, 2)).astype(np.float32)
+    warp = np.repeat(np.eye(2, dtype=np.float32)[None], 12, 0)
+    patches, groups = _patches(_Image(src), pts, 4), np.repeat([7, 3, 5], 4)  # near, far, between: unequal stops
+    together, ok_together = _match(patches, dst, start, warp, groups, 4)
+    for g in (7, 3, 5):
+        one = groups == g
+        alone, ok_alone = _match(patches[one], dst, start[one], warp[one], groups[one], 4)
+        assert np.array_equal(alone, together[one]) and np.array_equal(ok_alone, ok_together[one])
+    single, _ = _match(patches, dst, start, warp, np.zeros(12, int), 4)  # one group runs until all have settled
+    assert not np.array_equal(single, together)
 
 
 def test_patch_sampling_takes_more_points_than_an_opencv_map_side():

@@ -79,6 +79,8 @@ class ChainedTracks:
         warp = np.zeros((0, 2, 2), np.float32)  # each track's local affine map from its seed frame to the current one
         vis = np.zeros((T, 0), bool)
         seeds = np.zeros(0, int)
+        half = self.anchor_win // 2
+        patches = np.zeros((0, (2 * half + 1) ** 2), np.float32)  # each track's zero-mean seed-frame patch
         for t in tqdm(range(T), desc="tracks", unit="frame", disable=not progress, leave=False):
             if t > 0 and len(seeds):  # advance every track alive at t-1
                 alive = vis[t - 1] & (seeds <= t - 1)
@@ -87,29 +89,35 @@ class ChainedTracks:
                 xy[t, idx] = nxt
                 warp[idx] = _flow_jacobian(fwd[t - 1], xy[t - 1, idx]) @ warp[idx]
                 vis[t, idx[ok]] = True
-                self._anchor(images, xy[t], warp, vis[t], xy, seeds, t)
+                self._anchor(images[t], xy[t], warp, vis[t] & (seeds < t), patches, seeds)
             new = self._seed(gray[t], xy[t, vis[t]], W, H, len(seeds))
             new = new[self._can_step(new, fwd_spread[t:t + 1] + bwd_spread[max(t - 1, 0):t])]
             if len(new):
                 block = np.zeros((T, len(new), 2), np.float32)
-                bwarp = np.tile(np.eye(2, dtype=np.float32), (len(new), 1, 1))
-                bvis = np.zeros((T, len(new)), bool)
-                block[t], bvis[t] = new, True
-                for s in range(t - 1, -1, -1):  # chain the new seeds back in time
-                    alive = bvis[s + 1]
-                    if not alive.any():
-                        break
-                    prev, ok = self._step(block[s + 1, alive], bwd[s], fwd[s], bwd_spread[s], W, H)
-                    idx = np.flatnonzero(alive)
-                    block[s, idx] = prev
-                    bwarp[idx] = _flow_jacobian(bwd[s], block[s + 1, idx]) @ bwarp[idx]
-                    bvis[s, idx[ok]] = True
-                    self._anchor(images, block[s], bwarp, bvis[s], block, np.full(len(new), t), s)
+                block[t] = new
                 xy = np.concatenate([xy, block], 1)
                 warp = np.concatenate([warp, np.tile(np.eye(2, dtype=np.float32), (len(new), 1, 1))])  # seeded now
-                vis = np.concatenate([vis, bvis], 1)
+                vis = np.concatenate([vis, np.repeat((np.arange(T) == t)[:, None], len(new), 1)], 1)
                 seeds = np.concatenate([seeds, np.full(len(new), t)])
+                patches = np.concatenate([patches, _patches(images[t], new, half)])
+        self._chain_back(images, xy, vis, seeds, patches, bwd, fwd, bwd_spread, W, H)
         return _fill_invisible(xy, vis), vis, seeds
+
+    def _chain_back(self, images: list, xy: np.ndarray, vis: np.ndarray, seeds: np.ndarray, patches: np.ndarray,
+                    bwd: np.ndarray, fwd: np.ndarray, bwd_spread: list, W: int, H: int) -> None:
+        """Chain every track back in time from its seed frame, in place, all of them a frame at a time (each
+        track's chain reads only its own positions before its seed, which the forward pass never reads)."""
+        back_warp = np.tile(np.eye(2, dtype=np.float32), (len(seeds), 1, 1))
+        for s in range(len(xy) - 2, -1, -1):
+            alive = vis[s + 1] & (seeds > s)
+            if not alive.any():
+                continue
+            prev, ok = self._step(xy[s + 1, alive], bwd[s], fwd[s], bwd_spread[s], W, H)
+            idx = np.flatnonzero(alive)
+            xy[s, idx] = prev
+            back_warp[idx] = _flow_jacobian(bwd[s], xy[s + 1, idx]) @ back_warp[idx]
+            vis[s, idx[ok]] = True
+            self._anchor(images[s], xy[s], back_warp, vis[s] & (seeds > s), patches, seeds)
 
     def _step(self, pts: np.ndarray, flow: np.ndarray, back: np.ndarray, spread: np.ndarray, W: int, H: int):
         """Move ``pts`` by ``flow``; ok where ``back`` returns them within the threshold, in the image, and
@@ -126,16 +134,16 @@ class ChainedTracks:
         """Points away from motion edges in at least one of the flows ``spreads`` describe."""
         return np.any([sample(s[..., None], pts)[:, 0] < self.edge_px for s in spreads], 0)
 
-    def _anchor(self, images: list, pos: np.ndarray, warp: np.ndarray, alive: np.ndarray, xy: np.ndarray,
-                seeds: np.ndarray, t: int) -> None:
-        """Refine ``pos`` (frame t) in place against each track's seed-frame patch, warped by ``warp``."""
-        for s in np.unique(seeds[alive]):
-            if s == t:
-                continue
-            idx = np.flatnonzero(alive & (seeds == s))
-            out, ok = _match(images[s], xy[s, idx], images[t], pos[idx], warp[idx], self.anchor_win // 2)
-            ok &= np.linalg.norm(out - pos[idx], axis=1) < self.anchor_max_px
-            pos[idx[ok]] += self.anchor_gain * (out[ok] - pos[idx[ok]])
+    def _anchor(self, image: _Image, pos: np.ndarray, warp: np.ndarray, alive: np.ndarray, patches: np.ndarray,
+                seeds: np.ndarray) -> None:
+        """Refine ``pos`` (one frame, ``image``) in place against each ``alive`` track's seed-frame patch,
+        warped by ``warp``; the tracks of one seed frame are matched as one group (see :func:`_match`)."""
+        idx = np.flatnonzero(alive)
+        if not len(idx):
+            return
+        out, ok = _match(patches[idx], image, pos[idx], warp[idx], seeds[idx], self.anchor_win // 2)
+        ok &= np.linalg.norm(out - pos[idx], axis=1) < self.anchor_max_px
+        pos[idx[ok]] += self.anchor_gain * (out[ok] - pos[idx[ok]])
 
     def _seed(self, gray: np.ndarray, live: np.ndarray, W: int, H: int, count: int) -> np.ndarray:
         """Corners in grid cells that no live track occupies (at most ``max_tracks`` in all)."""
@@ -187,33 +195,49 @@ MATCH_ITERS = 12  # Gauss-Newton steps of the patch match; it stops earlier once
 MIN_TEXTURE = 0.03
 
 
-def _match(src: _Image, src_xy: np.ndarray, dst: _Image, init: np.ndarray, warp: np.ndarray, half: int):
-    """Where the patches around ``src_xy`` (``2 half + 1`` square) lie in ``dst``, started at ``init``:
-    translation-only Lucas-Kanade of the zero-mean patch, the patch mapped through ``warp [N, 2, 2]``.
+def _offsets(half: int) -> np.ndarray:
+    """``[M, 2]`` pixel offsets of a ``2 half + 1`` square patch, row by row."""
+    g = np.arange(-half, half + 1, dtype=np.float32)
+    return np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+
+
+def _patches(image: _Image, xy: np.ndarray, half: int) -> np.ndarray:
+    """``[N, M]`` zero-mean grey patches of ``image`` around ``xy``: what :func:`_match` looks for."""
+    patch = image.at(image.value, xy[:, None] + _offsets(half)[None])
+    return patch - patch.mean(1, keepdims=True)
+
+
+def _match(patches: np.ndarray, dst: _Image, init: np.ndarray, warp: np.ndarray, groups: np.ndarray, half: int):
+    """Where the zero-mean ``patches [N, M]`` (:func:`_patches`) lie in ``dst``, started at ``init``:
+    translation-only Lucas-Kanade, each patch mapped through its ``warp [N, 2, 2]``. A group (equal
+    ``groups`` labels: the tracks of one seed frame) stops iterating once all its steps are under 0.01 px;
+    the groups are matched together only to share the array operations, each as if alone.
 
     Returns (positions ``[N, 2]``, ok ``[N]``: enough texture and a finite result)."""
-    g = np.arange(-half, half + 1, dtype=np.float32)
-    offsets = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)  # [M, 2]
-    template = src.at(src.value, src_xy[:, None] + offsets[None])  # [N, M]
-    template = template - template.mean(1, keepdims=True)
-    spread = np.einsum("nij,mj->nmi", warp, offsets)  # the patch's offsets in dst
+    spread = np.einsum("nij,mj->nmi", warp, _offsets(half))  # the patch's offsets in dst
+    labels, group = np.unique(groups, return_inverse=True)
     pos = init.astype(np.float64)
     ok = np.ones(len(pos), bool)
+    going = np.ones(len(pos), bool)
     for _ in range(MATCH_ITERS):
-        q = (pos[:, None] + spread).astype(np.float32)
+        at = np.flatnonzero(going)
+        q = (pos[at, None] + spread[at]).astype(np.float32)
         value, gx, gy = (dst.at(f, q) for f in (dst.value, dst.dx, dst.dy))
-        err = value - value.mean(1, keepdims=True) - template
+        err = value - value.mean(1, keepdims=True) - patches[at]
         gx, gy = gx - gx.mean(1, keepdims=True), gy - gy.mean(1, keepdims=True)
         hxx, hxy, hyy = (gx * gx).mean(1), (gx * gy).mean(1), (gy * gy).mean(1)
         bx, by = (gx * err).mean(1), (gy * err).mean(1)
         det = hxx * hyy - hxy ** 2
         min_eig = 0.5 * (hxx + hyy - np.sqrt((hxx - hyy) ** 2 + 4 * hxy ** 2))
-        ok = (min_eig > MIN_TEXTURE) & np.isfinite(det)
-        safe = np.where(ok, det, 1.0)
+        ok[at] = (min_eig > MIN_TEXTURE) & np.isfinite(det)
+        safe = np.where(ok[at], det, 1.0)
         step = -np.stack([hyy * bx - hxy * by, hxx * by - hxy * bx], 1) / safe[:, None]
-        step[~ok] = 0
-        pos += step
-        if np.abs(step).max(initial=0) < 0.01:
+        step[~ok[at]] = 0
+        pos[at] += step
+        largest = np.zeros(len(labels))
+        np.maximum.at(largest, group[at], np.abs(step).max(1))  # NaN propagates: such a group goes on
+        going[at] = ~(largest[group[at]] < 0.01)
+        if not going.any():
             break
     return pos.astype(np.float32), ok & np.isfinite(pos).all(1)
 

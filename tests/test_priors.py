@@ -88,6 +88,19 @@ def test_changed_camera_code_recomputes_the_camera_and_what_follows(synth_dir, t
     assert {n for n in before if after[n] == before[n]} == {"flow.npz", "tracks_raw.npz"}
 
 
+def test_priors_from_a_cached_flow_equal_priors_made_in_one_go(synth_dir, tmp_path, monkeypatch):
+    """The flow is cached at half precision; the steps after it must see those values in a fresh run too, or
+    a run that stopped after the flow (Ctrl-C, kill, a changed tracker) resumes to other tracks and cameras."""
+    cfg = PreprocessConfig(video=synth_dir / "pan" / "synth_s0", out=tmp_path, progress=False, max_frames=8)
+    pr = run_preprocess(cfg, log=lambda _: None) / "priors"
+    fresh = dict(np.load(pr / "tracks_raw.npz"))
+    real = C.source_digest
+    monkeypatch.setattr(C, "source_digest", lambda *code: real(*code) + ("new" if ChainedTracks in code else ""))
+    run_preprocess(cfg, log=lambda _: None)
+    resumed = np.load(pr / "tracks_raw.npz")
+    assert fresh.keys() == set(resumed.files) and all(np.array_equal(fresh[k], resumed[k]) for k in fresh)
+
+
 def test_tracks_follow_ground_truth_on_pan(synth_dir, tmp_path):
     src = synth_dir / "pan" / "synth_s0"
     ingest(src, tmp_path, progress=False)

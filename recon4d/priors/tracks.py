@@ -229,10 +229,11 @@ def _match(patches: np.ndarray, dst: _Image, init: np.ndarray, warp: np.ndarray,
         bx, by = (gx * err).mean(1), (gy * err).mean(1)
         det = hxx * hyy - hxy ** 2
         min_eig = 0.5 * (hxx + hyy - np.sqrt((hxx - hyy) ** 2 + 4 * hxy ** 2))
-        ok[at] = (min_eig > MIN_TEXTURE) & np.isfinite(det)
-        safe = np.where(ok[at], det, 1.0)
+        textured = (min_eig > MIN_TEXTURE) & np.isfinite(det)
+        ok[at] = textured
+        safe = np.where(textured, det, 1.0)
         step = -np.stack([hyy * bx - hxy * by, hxx * by - hxy * bx], 1) / safe[:, None]
-        step[~ok[at]] = 0
+        step[~textured] = 0
         pos[at] += step
         largest = np.zeros(len(labels))
         np.maximum.at(largest, group[at], np.abs(step).max(1))  # NaN propagates: such a group goes on

@@ -52,4 +52,4 @@ def test_the_benchmark_takes_the_presets_frames_and_priors_options(tmp_path):
     _, _, preview, _ = _plan(BenchDavisConfig(data=tmp_path, preset="cpu-preview"))
     _, _, quick, _ = _plan(BenchDavisConfig(data=tmp_path, preset="davis", quick=True))
     assert (davis.long_side, preview.long_side) == (854, 480)  # davis's [priors] table; the default
-    assert (quick.long_side, quick.max_frames) == (240, 16)
+    assert (quick.long_side, quick.max_frames, quick.spread) == (240, 16, True)

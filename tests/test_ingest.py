@@ -32,6 +32,20 @@ def test_mp4_selection_and_fps(mp4, tmp_path):
     assert info.source_kind == "video"
 
 
+def test_spread_takes_frames_evenly_over_the_whole_selection(tmp_path):
+    src = tmp_path / "imgs"
+    src.mkdir()
+    for i, f in enumerate(_frames(8)):
+        cv2.imwrite(str(src / f"{i:03d}.png"), f)
+    info = ingest(src, tmp_path / "s", IngestOptions(max_frames=4, spread=True), progress=False)
+    frames, meta = load_frames(tmp_path / "s")
+    assert info.indices == [0, 2, 5, 7] and meta["fps"] == pytest.approx(24.0 / (7 / 3))
+    assert np.allclose(frames.reshape(4, -1).mean(1), [20 + 30 * i for i in (0, 2, 5, 7)], atol=3)
+    within = ingest(src, tmp_path / "t", IngestOptions(start=1, end=8, stride=2, max_frames=3, spread=True),
+                    progress=False)
+    assert within.indices == [1, 5, 7]  # of 1, 3, 5, 7: the first, the last and the nearest to the middle
+
+
 def test_image_folder_resize_and_masks(tmp_path):
     src = tmp_path / "imgs"
     masks = tmp_path / "m"

@@ -55,6 +55,7 @@ class IngestOptions:
     long_side: int | None = 480  # working resolution; never upscales; None keeps the source size
     allow_truncated: bool = False  # keep the frames decoded before a corrupt/truncated part
     masks: Path | None = None  # folder of mask PNGs; None: a DAVIS Annotations/ beside the frames
+    spread: bool = False  # max_frames spaced evenly over the selection instead of its first ones
 
 
 @dataclass
@@ -215,7 +216,8 @@ def ingest(path: str | os.PathLike, scene: str | os.PathLike, opt: IngestOptions
     (tmp / "masks" if mask_files else tmp).mkdir(parents=True)
     try:
         info = _write_frames(frames, total, tmp, opt, mask_files, progress, str(path))
-        info.fps, info.source_kind = fps / opt.stride, kind
+        step = (info.indices[-1] - info.indices[0]) / (len(info.indices) - 1) if opt.spread else opt.stride
+        info.fps, info.source_kind = fps / step, kind
         _swap_in(tmp, frames_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -227,11 +229,12 @@ def _write_frames(frames, total, tmp: Path, opt: IngestOptions, mask_files: list
                   source: str) -> FrameInfo:
     indices: list[int] = []
     size = src_size = None
+    wanted = _spread(opt, total, source)
     bar = tqdm(frames, total=total, desc="frames", unit="frame", disable=not progress, leave=False)
     for i, rgb in bar:
         if opt.end is not None and i >= opt.end:
             break
-        if not _selected(i, opt):
+        if not _selected(i, opt) or wanted is not None and i not in wanted:
             continue
         h, w = rgb.shape[:2]
         if src_size is None:
@@ -257,6 +260,19 @@ def _write_frames(frames, total, tmp: Path, opt: IngestOptions, mask_files: list
         raise IngestError(f"{source}: {len(indices)} frame(s) selected; at least 2 are needed "
                           f"(start {opt.start}, end {opt.end}, stride {opt.stride})")
     return FrameInfo(0.0, size[0], size[1], source, indices, "", src_size, bool(mask_files))
+
+
+def _spread(opt: IngestOptions, total: int | None, source: str) -> set[int] | None:
+    """The source frames ``opt.spread`` keeps: ``max_frames`` of the selection, evenly spaced, first and last
+    included; None when every selected frame up to ``max_frames`` is kept."""
+    if not opt.spread or opt.max_frames is None:
+        return None
+    if not total:
+        raise IngestError(f"{source}: the video does not say how many frames it has, so frames cannot be spread "
+                          "over it; drop --spread, or pass an image folder")
+    selected = range(opt.start, total if opt.end is None else min(opt.end, total), opt.stride)
+    picks = np.round(np.linspace(0, len(selected) - 1, min(opt.max_frames, len(selected)))).astype(int)
+    return {selected[k] for k in picks}
 
 
 def _write_mask(mask_files: list[Path], i: int, src_size, size, out: Path) -> None:

@@ -349,7 +349,8 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
         raise ValueError("--depth gt / --camera gt need a `recon4d synth` scene folder as --video")
     lap = _Laps()
 
-    opt = IngestOptions(cfg.stride, cfg.start, cfg.end, cfg.max_frames, cfg.long_side, cfg.allow_truncated, cfg.masks)
+    opt = IngestOptions(cfg.stride, cfg.start, cfg.end, cfg.max_frames, cfg.long_side, cfg.allow_truncated, cfg.masks,
+                        cfg.spread)
     ingest(src, scene, opt, progress=cfg.progress)
     folder = SceneFolder(scene)
     r = PriorRun(cfg, src, synth, folder)

@@ -22,8 +22,7 @@ class PriorOptions:
     max_frames: int | None = None
     """At most this many frames."""
     spread: bool = False
-    """With max_frames: take that many frames evenly over the whole selection, not its first ones (a short
-    fit that still sees the whole clip, as questions about the clip need)."""
+    """With --max-frames: that many frames spread evenly over the selection, not its first ones."""
     long_side: int | None = 480
     """Working resolution: long side in pixels (never upscaled)."""
     allow_truncated: bool = False

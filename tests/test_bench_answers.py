@@ -52,4 +52,6 @@ def test_the_benchmark_takes_the_presets_frames_and_priors_options(tmp_path):
     _, _, preview, _ = _plan(BenchDavisConfig(data=tmp_path, preset="cpu-preview"))
     _, _, quick, _ = _plan(BenchDavisConfig(data=tmp_path, preset="davis", quick=True))
     assert (davis.long_side, preview.long_side) == (854, 480)  # davis's [priors] table; the default
-    assert (quick.long_side, quick.max_frames, quick.spread) == (240, 16, True)
+    _, _, spread, _ = _plan(BenchDavisConfig(data=tmp_path, preset="davis", quick=True, spread=True))
+    assert (quick.long_side, quick.max_frames, quick.spread) == (240, 16, False)
+    assert (spread.long_side, spread.max_frames, spread.spread) == (240, 16, True)

@@ -85,6 +85,8 @@ def _plan(cfg: BenchDavisConfig):
         if unknown:
             raise UserError(f"no sequence {', '.join(unknown)} in {cfg.data}")
         specs = [s for s in specs if s.name in cfg.sequences]
+    if cfg.spread and not cfg.quick:
+        raise UserError("--spread spreads the 16 frames of --quick over each clip; pass it with --quick")
     preset = "test" if cfg.quick else cfg.preset
     try:
         config = dataclasses.replace(resolve_preset(preset), holdout_every=cfg.holdout_every)
@@ -95,8 +97,10 @@ def _plan(cfg: BenchDavisConfig):
     options = preset_prior_options(preset)  # the preset's [priors] table (davis: native 854 px)
     if cfg.quick:
         options = dataclasses.replace(options, max_frames=16, spread=cfg.spread, long_side=240)
-    mode = ("test-quick" + ("-spread" if cfg.spread else "")) if cfg.quick else (
-        ("davis" if _has_gpu() else "cpu-preview") if preset == "auto" else preset)
+    if cfg.quick:
+        mode = "test-quick-spread" if cfg.spread else "test-quick"
+    else:
+        mode = ("davis" if _has_gpu() else "cpu-preview") if preset == "auto" else preset
     out = cfg.out or Path("out") / "bench-davis" / (mode + ("-priors" if cfg.stop_after else ""))
     return specs, config, options, out
 

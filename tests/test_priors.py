@@ -10,10 +10,11 @@ import cv2
 import numpy as np
 import pytest
 
+from recon4d.geometry import rodrigues
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
-from recon4d.priors.camera_check import flow_disagreement
+from recon4d.priors.camera_check import flow_disagreement, track_reprojection
 from recon4d.priors.depth import DepthAnythingV2, align, interpolate
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow, sample
@@ -295,12 +296,10 @@ def test_parallax_is_the_translation_part_of_the_rigid_flow():
     assert np.allclose(parallax(depth, K, a, both), 5.0, rtol=0.05)
 
 
-def test_flow_disagreement_scores_the_true_camera_lowest_and_ignores_objects():
-    """A wall at depth 4 filmed by a camera stepping sideways: the true camera, with the depth of its own
-    points, predicts the flow exactly; one that steps the other way does not; a moving patch inside the
-    ignored mask does not count."""
+def _wall_filmed_stepping_sideways(T: int = 4, H: int = 96, W: int = 128):
+    """A wall at depth 4 filmed by a camera stepping sideways: the true camera, its exact tracks
+    ``xy``/``vis``, the forward flow, and a camera that steps the other way."""
     K = np.array([[100.0, 0, 64], [0, 100, 48], [0, 0, 1]])
-    T, H, W = 4, 96, 128
     views = np.tile(np.eye(4), (T, 1, 1))
     views[:, 0, 3] = -0.1 * np.arange(T)
     g = np.stack(np.meshgrid(np.linspace(-1.2, 1.2, 12), np.linspace(-0.9, 0.9, 9)), -1).reshape(-1, 2)
@@ -313,15 +312,35 @@ def test_flow_disagreement_scores_the_true_camera_lowest_and_ignores_objects():
     truth = CameraResult(K, views, "translation", static, X, True, {})
     flipped = views.copy()
     flipped[:, 0, 3] *= -1
-    wrong = CameraResult(K, flipped, "translation", static, X, True, {})
+    return truth, xy, vis, fwd, CameraResult(K, flipped, "translation", static, X, True, {})
+
+
+def test_flow_disagreement_scores_the_true_camera_lowest_and_ignores_objects():
+    """The true camera, with the depth of its own points, predicts the flow exactly; one that steps the
+    other way does not; a moving patch inside the ignored mask does not count."""
+    truth, xy, vis, fwd, wrong = _wall_filmed_stepping_sideways()
+    static = truth.static
     assert flow_disagreement(truth, xy, vis, static, fwd) < 1e-3
     assert flow_disagreement(wrong, xy, vis, static, fwd) > 4.0  # 2.5 px of flow, reversed
     moved = fwd.copy()
     moved[:, 8:88, 14:114] += 3.0  # an object covering 65% of each frame (the median shrugs off less)
-    mask = np.zeros((T, H, W), bool)
+    mask = np.zeros((len(xy), *fwd.shape[1:3]), bool)
     mask[:, 8:88, 14:114] = True
     assert flow_disagreement(truth, xy, vis, static, moved) > 1.0
     assert flow_disagreement(truth, xy, vis, static, moved, ignore=mask) < 1e-3
+
+
+def test_track_reprojection_tells_a_slightly_turned_camera_from_the_true_one():
+    """Every static track triangulated under the camera judged: the true one reprojects them exactly, one
+    whose third frame is turned by half a degree (a shift of 0.9 px there) does not, and one that steps the
+    wrong way puts every point behind its cameras, which counts as ``behind_px``."""
+    truth, xy, vis, _, wrong = _wall_filmed_stepping_sideways()
+    turned = truth.viewmats.copy()
+    turned[2, :3, :3] = rodrigues(np.array([[0.0, np.radians(0.5), 0.0]]))[0]
+    turned_cam = CameraResult(truth.K, turned, "translation", truth.static, truth.points, True, {})
+    assert track_reprojection(truth, xy, vis, truth.static) < 1e-6
+    assert 0.1 < track_reprojection(turned_cam, xy, vis, truth.static) < 0.9
+    assert track_reprojection(wrong, xy, vis, truth.static, behind_px=7.0) == 7.0
 
 
 def test_static_residual_against_known_cameras():

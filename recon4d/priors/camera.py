@@ -29,7 +29,8 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    A translating camera goes through 3-4 once per essential-matrix estimator
    (their starts can differ, and the adjustment does not always leave a wrong
    one), and a judge picks among the results: by default the lower median
-   reprojection error; in ``recon4d fit``, agreement with the dense flow
+   reprojection error; in ``recon4d fit``, the disagreement with the dense
+   flow times the reprojection error of every static track
    (:mod:`recon4d.priors.camera_check`).
 5. Optional depth term (when a depth prior exists before the camera, e.g. a
    learned model or user depth): each track's inverse depth is pulled towards
@@ -115,7 +116,7 @@ class CameraSolver:
 
         A translating camera is solved once per essential-matrix estimator (:data:`ESSENTIAL_ESTIMATORS`)
         and the camera ``judge`` scores lowest is kept (default: the median reprojection error; the
-        preprocessing stage passes :func:`recon4d.priors.camera_check.flow_disagreement`)."""
+        preprocessing stage passes :func:`recon4d.priors.camera_check.camera_score`)."""
         opt = self.opt
         T, P = vis.shape
         usable = candidate & (vis.sum(0) >= 3)

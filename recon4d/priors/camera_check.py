@@ -1,4 +1,5 @@
-"""Which of several solved cameras to keep: the one whose rigid flow agrees best with the dense optical flow.
+"""Which of several solved cameras to keep: the one whose rigid flow agrees best with the dense optical flow
+and which reprojects the static tracks best (:func:`camera_score`, their product).
 
 Why not the bundle adjustment's own cost: it sees a few hundred subsampled
 tracks, and on a nearly planar scene filmed with little translation (DAVIS
@@ -9,6 +10,22 @@ pixel. Each candidate camera, with the depth of its own triangulated tracks
 interpolated between them (:func:`recon4d.priors.depth.sparse_depth`),
 predicts the flow a static scene would show; the median distance from the
 observed flow, outside the user's object masks, is its score.
+
+Why not the flow alone: its depth is interpolated between tracks, so away from
+them most of its disagreement is the depth's, shared by every candidate, and
+the camera's own part can drown in it. On a synth orbit (320x240, its true
+depth as the prior) the two candidates' flow scores differ by 0.8% while one
+is 1.03 degrees off and the other 0.17. What tells them apart there is how
+well each reprojects every static track, each triangulated under it
+(:func:`track_reprojection`: 0.190 against 0.152 px). The score is the
+product of the two: scale free, so a candidate wins on one only by more than
+it loses on the other. On the 11 DAVIS clips whose quick fits solve a
+translating camera (first 16 frames), the product keeps the flow's choice on
+the eight where the flow scores differ by 2% or more, and breaks its three
+near-ties (< 0.2%): parkour 0.4 dB better, elephant 1.6 dB worse (a camera
+that barely translates, where both candidates are nearly the same pan). The
+bundle adjustment's own median is no substitute for the track term: each
+candidate's is over its own inliers, and judging by it costs bus 2.9 dB.
 """
 
 from __future__ import annotations
@@ -33,3 +50,23 @@ def flow_disagreement(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, 
         err = np.linalg.norm(rigid_flow(depth[t], cam.K, cam.viewmats[t], cam.viewmats[t + 1]) - fwd[t], axis=-1)
         errors.append(err[~ignore[t]] if ignore is not None else err.ravel())
     return float(np.median(np.concatenate(errors)))
+
+
+def track_reprojection(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, behind_px: float = 10.0) -> float:
+    """Median over the tracks ``static [P]`` seen in 3 frames or more of their mean reprojection error (px)
+    when triangulated under camera ``cam``, without the bundle adjustment's outlier filter, so that every
+    candidate is judged on the same tracks; a track it puts behind a camera counts ``behind_px``."""
+    sel = static & (vis.sum(0) >= 3)
+    points = triangulate(xy, vis, cam.K, cam.viewmats, sel, max_err_px=np.inf, min_angle_deg=0.0)[sel]
+    in_cam = np.einsum("tij,pj->tpi", cam.viewmats[:, :3, :3], points) + cam.viewmats[:, None, :3, 3]
+    uv = in_cam[..., :2] / np.maximum(in_cam[..., 2:], 1e-9) @ cam.K[:2, :2].T + cam.K[:2, 2]
+    seen = vis[:, sel]
+    err = np.where(seen, np.linalg.norm(uv - xy[:, sel], axis=-1), 0).sum(0) / seen.sum(0)
+    return float(np.median(np.where(np.isfinite(points).all(1), err, behind_px)))
+
+
+def camera_score(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, fwd: np.ndarray,
+                 ignore: np.ndarray | None = None) -> float:
+    """The judge of :meth:`recon4d.priors.camera.CameraSolver.solve` (lower is better): the
+    :func:`flow_disagreement` of ``cam`` times its :func:`track_reprojection` (see the module docstring)."""
+    return flow_disagreement(cam, xy, vis, static, fwd, ignore) * track_reprojection(cam, xy, vis, static)

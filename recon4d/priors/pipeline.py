@@ -39,7 +39,7 @@ from recon4d.io.atomic import atomic_path, write_json
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
-from recon4d.priors.camera_check import flow_disagreement
+from recon4d.priors.camera_check import camera_score
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
 from recon4d.priors.epipolar import max_inverse_depth
@@ -203,7 +203,7 @@ def _camera_compute(r: PriorRun) -> None:
     if r.cfg.camera == "gt":
         r.cam = _gt_camera(r.src, r.meta, r.xy, r.vis, ~r.in_user)
     else:
-        judge = partial(flow_disagreement, xy=r.xy, vis=r.vis, static=~r.in_user, fwd=r.fwd,
+        judge = partial(camera_score, xy=r.xy, vis=r.vis, static=~r.in_user, fwd=r.fwd,
                         ignore=None if r.user is None else r.user > 0)
         r.cam = CameraSolver(r.cam_opt).solve(r.xy, r.vis, ~r.in_user, r.W, r.H,
                                               prior_depth=None if r.raw is None else r.raw[0], judge=judge)
@@ -308,7 +308,7 @@ STEPS = (
          _tracks_compute, _tracks_save, _tracks_load, _tracks_setup),
     Step("camera", "tracks", ("camera", "camera_points"),
          lambda r: (repr(r.cam_opt), r.cfg.camera, r.keys["depth_raw"] if r.prior_before else None,
-                    C.source_digest(CameraSolver, flow_disagreement)),
+                    C.source_digest(CameraSolver, camera_score)),
          _camera_compute, _camera_save, _camera_load, _camera_setup),
     Step("points", "camera", ("points",),
          lambda r: (repr(r.motion), C.source_digest(TrackMotion, triangulate)),

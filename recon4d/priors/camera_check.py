@@ -21,8 +21,7 @@ well each reprojects every static track, each triangulated under it
 product of the two: scale free, so a candidate wins on one only by more than
 it loses on the other. On the 11 DAVIS clips whose quick fits solve a
 translating camera (first 16 frames), the product keeps the flow's choice on
-the eight where the flow scores differ by 2% or more, and breaks its three
-near-ties (< 0.2%): parkour 0.4 dB better, elephant 1.6 dB worse (a camera
+nine and changes it on two of its near-ties (< 0.2%): parkour 0.4 dB better, elephant 1.6 dB worse (a camera
 that barely translates, where both candidates are nearly the same pan). The
 bundle adjustment's own median is no substitute for the track term: each
 candidate's is over its own inliers, and judging by it costs bus 2.9 dB.

@@ -171,6 +171,13 @@ def lift_np(uv: np.ndarray, depth: np.ndarray, K: np.ndarray, viewmat: np.ndarra
     return cam @ c2w[:3, :3].T + c2w[:3, 3]
 
 
+def pixels_np(cam_points: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """Camera-frame points ``[..., 3]`` -> pixel coordinates ``[..., 2]`` (pixel centres at +0.5), the
+    inverse of :func:`lift_np`. A point at or behind the camera plane is divided by 1e-9, not its depth:
+    callers test the depth themselves."""
+    return cam_points[..., :2] / np.maximum(cam_points[..., 2:], 1e-9) @ K[:2, :2].T + K[:2, 2]
+
+
 def rodrigues(r: np.ndarray) -> np.ndarray:
     """Rotation matrices ``[N, 3, 3]`` from axis-angle vectors ``[N, 3]``."""
     theta = np.linalg.norm(r, axis=1)[:, None, None]

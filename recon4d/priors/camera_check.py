@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recon4d.geometry import pixels_np
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import sparse_depth
 from recon4d.priors.masks import rigid_flow
@@ -58,7 +59,7 @@ def track_reprojection(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray,
     sel = static & (vis.sum(0) >= 3)
     points = triangulate(xy, vis, cam.K, cam.viewmats, sel, max_err_px=np.inf, min_angle_deg=0.0)[sel]
     in_cam = np.einsum("tij,pj->tpi", cam.viewmats[:, :3, :3], points) + cam.viewmats[:, None, :3, 3]
-    uv = in_cam[..., :2] / np.maximum(in_cam[..., 2:], 1e-9) @ cam.K[:2, :2].T + cam.K[:2, 2]
+    uv = pixels_np(in_cam, cam.K)
     seen = vis[:, sel]
     err = np.where(seen, np.linalg.norm(uv - xy[:, sel], axis=-1), 0).sum(0) / seen.sum(0)
     return float(np.median(np.where(np.isfinite(points).all(1), err, behind_px)))

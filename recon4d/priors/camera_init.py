@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from recon4d.geometry import pixels_np
+
 
 # The essential-matrix estimators (``cv2.findEssentialMat`` methods) whose chains each start a camera solve
 # (see recon4d.priors.camera). MAGSAC++ because OpenCV's classic RANSAC stops once its confidence is reached
@@ -228,7 +230,7 @@ def triangulate(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.nda
     X = np.linalg.svd(rows, full_matrices=False)[2][:, -1]
     X = X[:, :3] / np.where(np.abs(X[:, 3:]) > 1e-12, X[:, 3:], 1e-12)
     cam = np.einsum("tij,nj->nti", viewmats[:, :3, :3], X) + viewmats[None, :, :3, 3]
-    proj = cam[..., :2] / np.maximum(cam[..., 2:], 1e-9) @ K[:2, :2].T + K[:2, 2]
+    proj = pixels_np(cam, K)
     err = np.where(v, np.linalg.norm(proj - uv, axis=-1), 0).max(1)
     front = np.where(v, cam[..., 2] > 0, True).all(1)
     centres = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from recon4d.geometry import umeyama
+from recon4d.geometry import pixels_np, umeyama
 
 if TYPE_CHECKING:
     from recon4d.priors.camera import CameraResult
@@ -95,7 +95,7 @@ class SynthTruth:
                 sel = oid == i
                 pts[sel] = _rotz(np.full(sel.sum(), self.yaws[k, t]), local[sel]) + self.centres[k, t]
             c = _apply(self.viewmats[t][None].repeat(P, 0), pts)
-            uv = c[:, :2] / np.maximum(c[:, 2:], 1e-9) @ self.K[:2, :2].T + self.K[:2, 2]
+            uv = pixels_np(c, self.K)
             q = np.floor(uv).astype(int)
             inside = (c[:, 2] > 0) & (q[:, 0] >= 0) & (q[:, 0] < W) & (q[:, 1] >= 0) & (q[:, 1] < H)
             qc = np.clip(q, 0, [W - 1, H - 1])

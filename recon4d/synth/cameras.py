@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from recon4d.geometry import camera_centres
+from recon4d.geometry import camera_centres, pixels_np
 
 UP = np.array([0.0, 0.0, 1.0])
 STAGE_TARGET = np.array([0.0, 0.0, 0.4])  # where the input camera looks: object mid-height
@@ -82,9 +82,7 @@ def to_camera(points: np.ndarray, viewmat: np.ndarray) -> np.ndarray:
 def project(points: np.ndarray, viewmat: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pixel coordinates ``[..., 2]`` (pixel centres at +0.5) and camera depth ``[...]``."""
     cam = to_camera(points, viewmat)
-    z = cam[..., 2]
-    uv = cam[..., :2] / np.maximum(z, 1e-9)[..., None] @ K[:2, :2].T + K[:2, 2]
-    return uv, z
+    return pixels_np(cam, K), cam[..., 2]
 
 
 def global_view(viewmat: np.ndarray, centre_depth: float) -> np.ndarray:

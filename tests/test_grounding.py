@@ -134,6 +134,17 @@ def test_translation_directions_and_absent_objects():
     assert _ask(st, "From the camera perspective, what direction is the red cube moving towards?", choices) == CANNOT_TELL
 
 
+def test_an_axis_the_choices_leave_out_does_not_block_a_direction():
+    # Mostly towards the camera (-y) and three quarters as much to the left: left/right alone names the
+    # lateral travel the image shows; offered towards/away too, neither axis dominates.
+    T = 24
+    t = np.linspace(0, 1, T)[:, None]
+    st = _scene(np.array([0.75, 1.0, 0.4]) - t * [1.5, 2.0, 0.0], np.zeros(T))
+    q = "From the camera perspective, what direction is the red cube moving towards?"
+    assert _ask(st, q, ["left", "right", "not moving", "no red cube there"]) == "left"
+    assert _ask(st, q, ["left", "right", "towards the camera", "away from the camera"]) == CANNOT_TELL
+
+
 def test_unsupported_questions_say_cannot_tell():
     st = _scene(np.zeros((4, 3)), np.zeros(4))
     assert parse("How many steps does the person take to the right?")[0] == "unsupported"  # gait: not in a centre's path

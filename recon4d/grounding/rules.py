@@ -41,7 +41,13 @@ CAME_FROM = {"left": "right", "right": "left", "down": "above", "up": "below", "
 
 
 def direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
-    """Dominant camera-frame direction among the offered axes, or None when no axis dominates."""
+    """Dominant camera-frame direction among the offered axes, or None when no axis dominates.
+
+    Only the axes the choices offer compete: the choices say which axes the answer lies on, and
+    an axis they leave out (the fitted travel in depth, when only left and right are offered)
+    must not block a lateral answer that the image shows directly. The winner must still be at
+    least ``SHARE_NO`` of the net travel, so that a motion along an axis not offered is no answer.
+    """
     m = t.motion
     if not m.moving:
         return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
@@ -53,9 +59,11 @@ def direction(t: ObjectTrack, offered: set[str]) -> tuple[str | None, str]:
     best = max(asked, key=lambda n: abs(axes[n][0]), default=None)
     if best is None:
         return None, "no direction among the choices"
-    others = max((abs(v) for n, (v, *_) in axes.items() if n != best), default=0.0)
+    others = max((abs(axes[n][0]) for n in asked if n != best), default=0.0)
     if abs(axes[best][0]) < DOMINANCE * others:
         return None, f"{best} {axes[best][0]:+.2f} does not dominate (next {others:.2f})"
+    if abs(axes[best][0]) < SHARE_NO * net:
+        return None, f"{best} {axes[best][0]:+.2f} is under {SHARE_NO:.0%} of the travel {net:.2f}"
     v, pos, neg = axes[best]
     return (pos if v > 0 else neg), f"{best} {v:+.2f}, others at most {others:.2f}"
 

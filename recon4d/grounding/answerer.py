@@ -165,15 +165,19 @@ def _unbound(kind: str, binding: Binding, ans: Answer, choices: dict) -> Answer:
 
     "other" (the scene's questions name something else as what moves) and "empty"
     (nothing moves at all) both mean the thing named, if it is there, stands still;
-    whether it is there at all the geometry cannot say, so the still answer is
-    given only when no choice says it is absent.
+    whether it is there at all the geometry cannot say, so where the choices offer
+    both it cannot tell, and where they offer only one of the two, that one is
+    the answer (a still thing the choices do not allow, or an absent one).
     """
     if binding.status == "absent":
         return _finish(ans, "absent", choices)
-    if _choose("absent", choices) is not None:
+    still = STILL_LABEL.get(kind, "not moving")
+    absent_offered, still_offered = (_choose(label, choices) is not None for label in ("absent", still))
+    if absent_offered and still_offered:
         return _finish(ans, None, choices, "present and still, or absent: the geometry cannot tell which")
-    label = STILL_LABEL.get(kind, "not moving")
-    return _finish(ans, label, choices, "it does not move")
+    if absent_offered:
+        return _finish(ans, "absent", choices, "present and still, or absent; no choice says it stands still")
+    return _finish(ans, still, choices, "it does not move")
 
 
 def _pair(kind: str, parts: dict, binding: Binding, st: SceneTracks, nouns: SceneNouns | None,

@@ -147,8 +147,10 @@ def test_an_axis_the_choices_leave_out_does_not_block_a_direction():
 
 def test_unsupported_questions_say_cannot_tell():
     st = _scene(np.zeros((4, 3)), np.zeros(4))
-    assert parse("How many steps does the person take to the right?")[0] == "unsupported"  # gait: not in a centre's path
-    assert _ask(st, "How many steps does the person take to the right?", [1, 2, 0, 4]) == CANNOT_TELL
+    dribbles = "How many times did the person with the ball dribble the ball with his right hand?"
+    assert parse(dribbles)[0] == "unsupported"  # a hand's motion: not in a centre's path
+    assert _ask(st, dribbles, [1, 2, 0, 4]) == CANNOT_TELL
+    assert _ask(st, "How many steps does the person take to the right?", [1, 2, 0, 4]) == CANNOT_TELL  # gait
     assert colour_word(np.array([0.1, 0.2, 0.8])) == "blue" and colour_word(np.array([0.5, 0.5, 0.5])) == "grey"
 
 

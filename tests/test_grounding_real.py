@@ -90,6 +90,9 @@ def test_parse_covers_nine_tenths_of_the_real_davis_questions():
     ("Which way is the dog spinning?", "rotation", {"a": "dog", "spin": True}),
     ("Is the car moving clockwise or counter-clockwise around the roundabout?", "rotation", {"a": "car", "spin": False}),
     ("What direction is the dog moving towards?", "direction", {"a": "dog"}),
+    ("How many steps did the bird in the foreground take to the left?", "count_steps",
+     {"a": "bird in the foreground", "label": "left"}),
+    ("How many flips did the mascot do to the right?", "count_steps", {"a": "mascot", "label": "right"}),
 ])
 def test_real_wordings_parse_to_their_kind(question, kind, parts):
     got, found = parse(question)
@@ -227,6 +230,16 @@ def test_jumps_are_counted_by_the_side_they_travel_to():
     assert _ask(st, "How many times does the horse jump to the left?", [1, 2, 0, 3]) == 0
     flat = _st(_obj(np.stack([x, np.zeros(T), np.full(T, 0.4)], 1)))
     assert _ask(flat, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == 0
+
+
+def test_steps_to_a_side_are_none_only_when_the_object_travels_the_other_way():
+    walker = _st(_obj(_line([-1.0, 0.0, 0.4], [1.0, 0.0, 0.4])))  # walks to the camera's right
+    steps = [5, 0, 4, 2]
+    assert _ask(walker, "How many steps does the person take to the left?", steps) == 0
+    assert _ask(walker, "How many steps does the person take to the right?", steps) == CANNOT_TELL  # gait
+    x = 1.0 * np.sin(np.linspace(0, 2 * math.pi, T))  # right, back left past the start, right again
+    pacer = _st(_obj(np.stack([x, np.zeros(T), np.full(T, 0.4)], 1)))
+    assert _ask(pacer, "How many steps does the person take to the left?", steps) == CANNOT_TELL
 
 
 def test_full_revolutions_in_their_sense():

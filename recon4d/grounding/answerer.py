@@ -60,7 +60,7 @@ SYNONYMS = {
     "the right one": {"the right one", "right one"},
 }
 # What "not moving" is called in each kind's choices, for subjects that do not move.
-STILL_LABEL = {"rotation": "not rotating", "count_revolutions": 0}
+STILL_LABEL = {"rotation": "not rotating", "count_revolutions": 0, "count_steps": 0}
 
 
 @dataclass
@@ -124,7 +124,7 @@ def scene_nouns(entries: list[dict]) -> SceneNouns:
 
 
 PAIR_KINDS = {"pair_heading", "pair_gap", "leading", "relative_heading"}
-EVENT_COUNTS = {"count_jumps", "count_moves", "count_turns", "count_revolutions"}
+EVENT_COUNTS = {"count_jumps", "count_moves", "count_steps", "count_turns", "count_revolutions"}
 PER_OBJECT = {
     "direction": lambda t, st, o, p: rules.direction(t, o),
     "origin": lambda t, st, o, p: rules.origin(t, o),
@@ -137,6 +137,7 @@ PER_OBJECT = {
     "seen_turn": lambda t, st, o, p: rules.seen_turn(t, st.viewmats, st.up),
     "count_jumps": lambda t, st, o, p: rules.count_jumps(t, p.get("label"), st.viewmats, st.up),
     "count_moves": lambda t, st, o, p: rules.count_moves(t, p["label"], st.viewmats, st.up),
+    "count_steps": lambda t, st, o, p: rules.count_steps(t, p["label"], st.viewmats, st.up),
     "count_turns": lambda t, st, o, p: rules.count_turns(t, p["label"], st.up),
     "count_revolutions": lambda t, st, o, p: rules.count_revolutions(t, p.get("sense"), p.get("axis", "up")),
 }

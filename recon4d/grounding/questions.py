@@ -9,7 +9,7 @@ parser first takes those phrases out (they say which frame and which frames),
 then splits what is left into an auxiliary, a subject and a verb, and reads the
 kind off the rest. Every kind it returns has a geometric rule in
 ``recon4d.grounding.rules``; wording it does not know is "unsupported" (hands,
-steps, hits: nothing the object trajectories show).
+dribbles, hits: nothing the object trajectories show).
 """
 
 from __future__ import annotations
@@ -185,12 +185,14 @@ def _sense(text: str) -> str | None:
 
 def _count(text: str) -> tuple[str, dict]:
     """ "How many ..." questions: objects that do something, or times one object does something."""
+    m = re.match(r"^how many (?:steps|somersaults|flips|cartwheels) (?:does|did|do) (?:the |this )?(?P<a>[a-z -]+?) "
+                 r"(?:take|do|make|perform|complete)\b(?P<rest>.*)", text)
+    if m and _label(m.group("rest")) in ("left", "right"):  # a gait's or a sideways flip's events, to one side
+        return "count_steps", {"a": m.group("a"), "label": _label(m.group("rest"))}
     m = re.match(rf"^how many (?P<sense>clockwise |counter-clockwise )?{ROTATION_NOUNS} (?:does|did|do) (?:the |this )?"
                  r"(?P<a>[a-z -]+?) (?:spin|do|complete|make|rotate|turn|perform)\b(?P<rest>.*)", text)
     if m:
         axis = "sight" if "flips" in text else "up"
-        if "flips" in text and re.search(r"\b(?:left|right)\b", m.group("rest")):
-            return "unsupported", {}
         return "count_revolutions", {"a": m.group("a"), "sense": _sense(m.group("sense") or m.group("rest")), "axis": axis}
     m = re.match(r"^how many times (?:does|did|do) (?:the |this )?[a-z -]+? (?:hit|hits|throw|throws|kick|kicks) "
                  r"(?:the |a )?(?P<a>[a-z -]+?) (?P<rest>(?:to|towards) .*)$", text)

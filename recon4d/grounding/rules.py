@@ -435,6 +435,22 @@ def count_moves(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray
     return sum(r > 0 for r in runs), f"movements {[round(r, 2) for r in runs]} (size {size:.2f})"
 
 
+def count_steps(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
+    """Steps (somersaults, flips) taken ``label``-wards: only "none", or None.
+
+    A gait's steps are not in the centre's path, so a count of them is not in the
+    geometry; but an object that travels the other way and never moves ``label``-wards
+    by its size (``count_moves``) took no step that way.
+    """
+    other, why = moves_towards(t, OPPOSITE[label])
+    if not other:
+        return None, f"steps are not in the centre's path; {why}"
+    moves, moves_why = count_moves(t, label, viewmats, up)
+    if moves != 0:
+        return None, f"steps are not in the centre's path; {moves_why}"
+    return 0, f"travels {OPPOSITE[label]} ({why}), never {label}: {moves_why}"
+
+
 def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
     """Jumps (rises and falls of the centre by ``JUMP_SIZES`` object sizes), those travelling ``label`` if given."""
     height = t.centres @ up

@@ -34,3 +34,17 @@ def test_split_counts_one_against_the_budget():
     assert len(gs) == 5  # one split (the steepest, Gaussian 2) replaces one by two
     assert torch.isclose(gs.scales[-2:], torch.full((2, 3), 1.0 / 1.6)).all()
     assert (gs.means[-2:, 0] - 2.0).abs().max() < 5.0 and (gs.means[:3, 0].round() == torch.tensor([0.0, 1.0, 3.0])).all()
+
+
+def test_huge_is_an_angle_beyond_the_extent():
+    # extent 2 and the cameras about the origin: a Gaussian of scale 0.5 is huge at distance 1 and 3 (above a
+    # tenth of the extent, and of its distance), and not at distance 40, where it covers less than a pixel-sized
+    # angle of a near one (a far hillside's Gaussian, sized to its pixel footprint there)
+    means = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 3.0], [0.0, 0.0, 40.0], [0.0, 0.0, 40.0]])
+    scales = torch.tensor([[0.5] * 3, [0.5] * 3, [0.5] * 3, [5.0] * 3])
+    gs = GaussianSet(means, scales, torch.full((4, 3), 0.5), torch.full((4,), 0.5))
+    Densifier(DensifyConfig(), extent=2.0, eye=torch.zeros(3))._refine_set(gs, torch.zeros(4), None)
+    assert gs.means[:, 2].tolist() == [40.0]  # the third: 0.5 < 0.1 * 40; the fourth: 5 > 0.1 * 40
+    near_only = GaussianSet(means, scales, torch.full((4, 3), 0.5), torch.full((4,), 0.5))
+    Densifier(DensifyConfig(), extent=2.0)._refine_set(near_only, torch.zeros(4), None)
+    assert len(near_only) == 0  # without the cameras' centre: the extent alone

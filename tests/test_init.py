@@ -1,11 +1,12 @@
-"""Initialisation from the priors: node trajectories across short tracks, and object depth for the fallback."""
+"""Initialisation from the priors: node trajectories across short tracks, object depth for the fallback, and
+a background that covers every frame of a panning camera."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from recon4d.fit.init import InitConfig, node_trajectories
+from recon4d.fit.init import InitConfig, initial_scene, node_trajectories
 from recon4d.priors.depth import objects_at_contact_depth
 from recon4d.scene.data import SceneData
 from tests.conftest import requires_compiler
@@ -49,3 +50,38 @@ def test_moving_region_takes_the_depth_of_the_near_side_around_it():
         region = out[0, r0:r1, c0:c0 + 10]
         below = depth[0, r1 + 4, 0]  # near the outer edge of the 5 px band under the region
         assert np.ptp(region) == 0 and abs(region[0, 0] - below) < 0.1, (region[0, 0], below)
+
+
+@requires_compiler
+def test_static_points_cover_what_a_panning_camera_sees_between_keyframes():
+    """A camera turns 5 degrees a frame over a wall at depth 5 (a 64 px view about 65 degrees wide), and only
+    frame 0 is a keyframe: the frames that see the wall beyond it get points of their own, on the wall, so that
+    every pixel of every frame has a static point within a few pixels. Held-out frames give no points."""
+    T, W, H, f, wall, stride = 12, 64, 48, 50.0, 5.0, 2
+    K = torch.tensor([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1.0]])
+    views = torch.eye(4).repeat(T, 1, 1)
+    for t in range(T):
+        a = torch.tensor(np.radians(5.0 * t), dtype=torch.float32)
+        views[t, :3, :3] = torch.tensor([[torch.cos(a), 0, -torch.sin(a)], [0, 1, 0], [torch.sin(a), 0, torch.cos(a)]])
+    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+    rays = torch.stack([xs, ys, torch.ones_like(xs)], -1) @ torch.linalg.inv(K).T  # camera depth 1
+    depth = torch.stack([wall / (rays @ views[t, :3, :3])[..., 2] for t in range(T)])  # world z = wall
+    data = SceneData(
+        images=torch.rand(T, H, W, 3), K=K, viewmats=views, depth=depth,
+        dynamic_mask=torch.zeros(T, H, W, dtype=torch.bool), track_xy=torch.zeros(T, 0, 2),
+        track_visible=torch.zeros(T, 0, dtype=torch.bool), track_dynamic=torch.zeros(0, dtype=torch.bool),
+    )
+    held_out = frozenset({6})
+    scene = initial_scene(data, InitConfig(keyframes=1, static_stride=stride), held_out=held_out)
+    points = scene.static.means
+    assert torch.allclose(points[:, 2], torch.full_like(points[:, 2], wall), atol=1e-3)
+    for t in range(T):
+        uv = (points @ views[t, :3, :3].T) @ K.T
+        uv = uv[:, :2] / uv[:, 2:]
+        gap = torch.cdist(torch.stack([xs, ys], -1).reshape(-1, 2), uv).min(1).values.max()
+        assert gap < 2.5 * stride, (t, float(gap))
+    # every colour is some kept frame's pixel (the images are noise: a colour names its frame and pixel)
+    colours = scene.static.colors.detach()
+    for t, kept in ((6, False), (0, True), (11, True)):
+        match = torch.cdist(colours, data.images[t].reshape(-1, 3)).min(1).values < 1e-4
+        assert bool(match.any()) == kept, t

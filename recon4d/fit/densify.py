@@ -5,7 +5,8 @@ our scene has two Gaussian sets (static, and dynamic with skinning bindings), so
 same rules are applied here to both: accumulate the screen-space gradient of each
 Gaussian's 2D mean (scaled to NDC as gsplat does), and every ``refine_every`` steps
 duplicate small high-gradient Gaussians, split large ones in two (scales / 1.6, new
-centres sampled from the Gaussian), and prune the nearly transparent or huge ones.
+centres sampled from the Gaussian), and prune the nearly transparent or huge ones (huge for
+its distance from the cameras: see ``Densifier``).
 Under ``max_gaussians`` (per set) growth takes the room left after pruning, highest
 gradients first, so a capped budget still goes where the image is least explained.
 The optimiser is rebuilt afterwards, which the trainer does: its moments restart, or with
@@ -36,6 +37,8 @@ class DensifyConfig:
     """Relative to the scene extent: below it a Gaussian is duplicated, above it split."""
     prune_opacity: float = 0.005
     prune_scale3d: float = 0.1
+    """Relative to the scene extent, or to a farther Gaussian's distance from the cameras: above it the
+    Gaussian is pruned as huge."""
     max_gaussians: int = 300_000
     keep_optimizer_state: bool = False
     """After a refinement, survivors keep their Adam moments and new Gaussians start from zero ones (gsplat's
@@ -43,8 +46,18 @@ class DensifyConfig:
 
 
 class Densifier:
-    def __init__(self, cfg: DensifyConfig, extent: float):
-        self.cfg, self.extent = cfg, extent
+    def __init__(self, cfg: DensifyConfig, extent: float, eye: Tensor | None = None):
+        """``extent``: the scene's scale (the median prior depth); ``eye``: the cameras' mean centre.
+
+        Why "huge" grows with the distance from ``eye`` beyond the extent: a Gaussian
+        lifted from a far pixel (sky, a distant hillside, often tens of extents away)
+        is as large as its pixel footprint there, many times ``prune_scale3d`` of the
+        extent, and pruning it left that part of every frame black. gsplat applies its
+        3D bound only after its first opacity reset (3000 steps), after which far
+        Gaussians have grown opaque enough to be split instead; the bound here holds
+        from the start, so it is an angle, the same at the median depth as before.
+        """
+        self.cfg, self.extent, self.eye = cfg, extent, eye
         self.grad_sum: Tensor | None = None
         self.count: Tensor | None = None
         self.rows: dict[int, tuple[Tensor, int]] = {}
@@ -100,7 +113,8 @@ class Densifier:
             max_scale = gs.scales.max(dim=-1).values
             high = avg_grad > cfg.grow_grad2d
             small = max_scale <= cfg.grow_scale3d * self.extent
-            prune = (gs.opacities < cfg.prune_opacity) | (max_scale > cfg.prune_scale3d * self.extent)
+            reach = self.extent if self.eye is None else (gs.means - self.eye).norm(dim=-1).clamp(min=self.extent)
+            prune = (gs.opacities < cfg.prune_opacity) | (max_scale > cfg.prune_scale3d * reach)
             # at the cap, growth takes the room pruning frees, steepest gradients first (a split adds one)
             room = max(cfg.max_gaussians - len(gs) + int(prune.sum()), 0)
             grow = torch.nonzero(high & ~prune).squeeze(1)

@@ -1,7 +1,11 @@
 """Initialise a DynamicScene from the priors: lift pixels with depth, seed the scaffold from tracks.
 
 * Static Gaussians: non-dynamic pixels of a few keyframes, lifted with the depth prior,
-  sized to their pixel footprint.
+  sized to their pixel footprint; then, frame by frame, the static pixels that none of
+  the points so far projects near (``_uncovered``): what a panning or travelling camera
+  sees only between the keyframes. Densification only splits and clones Gaussians that
+  are already there, so a part of the background that no Gaussian starts in renders
+  black in every frame that shows it.
 * Dynamic Gaussians: dynamic pixels of the reference frame (the one with the most
   dynamic pixels), lifted the same way; that frame defines the canonical space.
 * Scaffold nodes: farthest-point samples of the dynamic points. Each node's transform
@@ -135,6 +139,38 @@ def _chain_unsolved(data: SceneData, nodes: Tensor, quats: Tensor, trans: Tensor
             t += step
 
 
+def _uncovered(data: SceneData, t: int, points: Tensor, stride: int) -> Tensor:
+    """Pixels ``[H, W]`` of frame ``t`` whose ``stride`` cell, and every cell next to it, no point of
+    ``points`` projects into (the slack of one cell: a lifted point covers about its own cell)."""
+    H, W = data.height, data.width
+    cam = points @ data.viewmats[t, :3, :3].T + data.viewmats[t, :3, 3]
+    cam = cam[cam[:, 2] > 0]
+    uv = cam @ data.K.T
+    cells = (uv[:, :2] / uv[:, 2:] / stride).floor().long()
+    rows, cols = -(-H // stride), -(-W // stride)
+    inside = (cells[:, 0] >= 0) & (cells[:, 0] < cols) & (cells[:, 1] >= 0) & (cells[:, 1] < rows)
+    hit = torch.zeros(rows, cols)
+    hit[cells[inside, 1], cells[inside, 0]] = 1.0
+    near = torch.nn.functional.max_pool2d(hit[None, None], 3, stride=1, padding=1)[0, 0] > 0
+    return ~near.repeat_interleave(stride, 0)[:H].repeat_interleave(stride, 1)[:, :W]
+
+
+def _static_points(data: SceneData, keys: list[int], held_out: frozenset[int], stride: int
+                   ) -> tuple[Tensor, Tensor, Tensor]:
+    """Static pixels of the keyframes, then of each other frame (outside ``held_out``) where uncovered."""
+    static_mask = ~data.dynamic_mask
+    lifted = [_lift_pixels(data, t, static_mask[t], stride) for t in dict.fromkeys(keys)]
+    points = torch.cat([pts for pts, _, _ in lifted])
+    for t in range(data.frames):
+        if t in keys or t in held_out:
+            continue
+        pts, rgb, size = _lift_pixels(data, t, static_mask[t] & _uncovered(data, t, points, stride), stride)
+        if len(pts):
+            lifted.append((pts, rgb, size))
+            points = torch.cat([points, pts])
+    return tuple(torch.cat(x) for x in zip(*lifted))
+
+
 def _nearest_kept(t: int, frames: int, held_out: frozenset[int]) -> int:
     """Frame ``t``, or the nearest frame (earlier first) that is not held out."""
     for offset in range(frames):
@@ -148,11 +184,9 @@ def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = f
     """The starting scene, its colours lifted from frames outside ``held_out`` only (a held-out frame's pixels
     must reach the model through no path, or its PSNR would measure memorising)."""
     T = data.frames
-    static_mask = ~data.dynamic_mask
     keys = torch.linspace(0, T - 1, min(cfg.keyframes, T)).round().long().unique().tolist()
     keys = [_nearest_kept(t, T, held_out) for t in keys]
-    lifted = [_lift_pixels(data, t, static_mask[t], cfg.static_stride) for t in dict.fromkeys(keys)]
-    s_pts, s_rgb, s_size = (torch.cat(x) for x in zip(*lifted))
+    s_pts, s_rgb, s_size = _static_points(data, keys, held_out, cfg.static_stride)
     static = GaussianSet(s_pts, s_size[:, None].repeat(1, 3), s_rgb, s_pts.new_full((len(s_pts),), 0.9),
                          latent_dim=cfg.latent_dim)
 

@@ -152,7 +152,9 @@ class Trainer:
         if STAGE_SPECS[self.stage].releases_first_camera:
             self.poses.release_first()
         self._new_optimizer()
-        self.densifier = Densifier(self.cfg.densify, self.extent)
+        views = self.data.viewmats
+        eye = -(views[:, :3, :3].transpose(1, 2) @ views[:, :3, 3:]).squeeze(-1).mean(0)  # mean camera centre
+        self.densifier = Densifier(self.cfg.densify, self.extent, eye)
         self._track_binding = None
 
     def _new_optimizer(self) -> None:

@@ -53,9 +53,9 @@ class Densifier:
         lifted from a far pixel (sky, a distant hillside, often tens of extents away)
         is as large as its pixel footprint there, many times ``prune_scale3d`` of the
         extent, and pruning it left that part of every frame black. gsplat applies its
-        3D bound only after its first opacity reset (3000 steps), after which far
-        Gaussians have grown opaque enough to be split instead; the bound here holds
-        from the start, so it is an angle, the same at the median depth as before.
+        3D bound only after its first opacity reset (3000 steps, more than a CPU
+        preset's whole joint stage); the bound here holds from the first refinement,
+        so it is an angle: as before at the median depth and nearer, looser beyond.
         """
         self.cfg, self.extent, self.eye = cfg, extent, eye
         self.grad_sum: Tensor | None = None

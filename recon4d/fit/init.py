@@ -149,7 +149,7 @@ def _uncovered(data: SceneData, t: int, points: Tensor, stride: int) -> Tensor:
     cells = (uv[:, :2] / uv[:, 2:] / stride).floor().long()
     rows, cols = -(-H // stride), -(-W // stride)
     inside = (cells[:, 0] >= 0) & (cells[:, 0] < cols) & (cells[:, 1] >= 0) & (cells[:, 1] < rows)
-    hit = torch.zeros(rows, cols)
+    hit = points.new_zeros(rows, cols)
     hit[cells[inside, 1], cells[inside, 0]] = 1.0
     near = torch.nn.functional.max_pool2d(hit[None, None], 3, stride=1, padding=1)[0, 0] > 0
     return ~near.repeat_interleave(stride, 0)[:H].repeat_interleave(stride, 1)[:, :W]

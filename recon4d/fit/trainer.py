@@ -33,7 +33,7 @@ from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.schedule import deck_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
 from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
 from recon4d.fit.topology import arap_edges
-from recon4d.geometry import lift, sample_depth
+from recon4d.geometry import camera_centres, lift, sample_depth
 from recon4d.render import RenderOutput, rasterize
 from recon4d.render.metrics import psnr
 from recon4d.scene.data import SceneData
@@ -120,6 +120,8 @@ class Trainer:
         self.cfg, self.model_dir, self.log = cfg, Path(model_dir), log
         self.data = data.to(self.device)
         self.extent = float(data.depth[data.depth > 0].median()) if (data.depth > 0).any() else 1.0
+        eye = camera_centres(data.viewmats.detach().cpu().numpy()).mean(0)  # densification's "huge" grows beyond it
+        self.eye = torch.as_tensor(eye, dtype=torch.float32, device=self.device)
         self.stage, self.step, self.lr = STAGES[0], 0, cfg.lr_scale
         self.held_out = held_out_frames(data.frames, cfg.holdout_every)
         self.train_frames = [t for t in range(data.frames) if t not in self.held_out]
@@ -152,9 +154,7 @@ class Trainer:
         if STAGE_SPECS[self.stage].releases_first_camera:
             self.poses.release_first()
         self._new_optimizer()
-        views = self.data.viewmats
-        eye = -(views[:, :3, :3].transpose(1, 2) @ views[:, :3, 3:]).squeeze(-1).mean(0)  # mean camera centre
-        self.densifier = Densifier(self.cfg.densify, self.extent, eye)
+        self.densifier = Densifier(self.cfg.densify, self.extent, self.eye)
         self._track_binding = None
 
     def _new_optimizer(self) -> None:

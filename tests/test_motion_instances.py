@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from recon4d.grounding.motion_instances import motion_instances
-from recon4d.grounding.objects import assign_by_masks
+from recon4d.grounding.objects import MIN_GAUSSIANS, assign_annotated, assign_by_masks
 
 
 def _boxes(T: int = 8, H: int = 60, W: int = 100) -> np.ndarray:
@@ -48,3 +48,21 @@ def test_gaussians_that_land_on_a_motion_mask_now_and_then_still_belong_to_it():
     tracks[:, 1] = [0.8, 0.8, 1.0]  # projects to the corner: never on the mask
     assert assign_by_masks(tracks, K, viewmats, masks, (20, 20)).tolist() == [0, 0]  # majority: background
     assert assign_by_masks(tracks, K, viewmats, masks, (20, 20), inside=0.2).tolist() == [1, 0]
+
+
+def test_an_annotated_object_that_wins_no_majority_still_gets_the_gaussians_that_follow_it_part_time():
+    T, K = 10, np.array([[10.0, 0, 10], [0, 10.0, 10], [0, 0, 1]])
+    viewmats = np.repeat(np.eye(4)[None], T, 0)
+    masks = np.zeros((T, 20, 20), np.int64)
+    masks[:, 0:8, 0:8] = 2  # object 2, top left, in every frame
+    masks[:3, 12:20, 12:20] = 1  # object 1, bottom right, where its Gaussians are in 3 of 10 frames only
+    n = MIN_GAUSSIANS
+    tracks = np.zeros((T, 3 * n, 3))
+    tracks[:, :n] = [0.6, 0.6, 1.0]  # follow object 1 part-time: background by majority
+    tracks[:, n:2 * n] = [-0.6, -0.6, 1.0]  # on object 2 always: its majority
+    tracks[:3, 2 * n:] = [-0.6, -0.6, 1.0]  # on object 2 part-time only, then background
+    tracks[3:, 2 * n:] = [0.0, 0.0, 1.0]
+    ids = assign_annotated(tracks, K, viewmats, masks, (20, 20))
+    assert (ids[:n] == 1).all()  # object 1 exists: no Gaussian won it a majority
+    assert (ids[n:2 * n] == 2).all()
+    assert (ids[2 * n:] == 0).all()  # object 2 won its majority: its part-time followers stay background

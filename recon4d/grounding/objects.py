@@ -4,7 +4,8 @@ Why: every grounded answer ("is the red cube turning left?") needs the set of
 Gaussians that make up one object. Where the input comes with instance id masks
 (DAVIS ``Annotations/``, the id masks a ``recon4d synth`` scene ships as its
 segmentation input) each dynamic Gaussian is assigned by projecting it into the
-masks of every frame and taking the majority id. Without them the priors' motion
+masks of every frame and taking the majority id (``assign_annotated``: an object that wins
+no Gaussian that way takes those that follow it part-time). Without them the priors' motion
 masks stand in (``recon4d.grounding.motion_instances``: their regions chained over
 the frames). Why not clusters of the scaffold's nodes, as before: on real clips one
 subject fell apart into many of them (docs/decisions.md).
@@ -113,6 +114,25 @@ def assign_by_masks(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, mas
     return np.where(votes[:, 1:].max(1) >= inside * np.maximum(votes.sum(1), 1), best, 0)
 
 
+def assign_annotated(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, masks: np.ndarray,
+                     image_size: tuple[int, int]) -> np.ndarray:
+    """Mask id of each dynamic Gaussian under annotated id masks: the majority id, and, for an id that wins
+    too few Gaussians that way, the background-majority Gaussians that land on it often enough.
+
+    Why: an annotated object is in the video whatever a fit made of it. A thin or fast subject (a runner
+    fitted from 16 frames spread over 100) has dynamic Gaussians that follow it only part of the time and
+    fall on the background in most frames, so the majority vote left no object at all (parkour,
+    paragliding-launch) and every question about it read "not moving". Ids that win a majority keep
+    exactly the Gaussians they win.
+    """
+    ids = assign_by_masks(tracks, K, viewmats, masks, image_size)
+    loose = assign_by_masks(tracks, K, viewmats, masks, image_size, MOTION_MASK_INSIDE)
+    for label in np.unique(loose[loose > 0]):
+        if np.count_nonzero(ids == label) < max(MIN_GAUSSIANS, MIN_SHARE * len(ids)):
+            ids[(ids == 0) & (loose == label)] = label
+    return ids
+
+
 def colour_word(rgb: np.ndarray) -> str:
     """Nearest basic colour word by hue; low saturation gives white, grey or black."""
     h, s, v = colorsys.rgb_to_hsv(*np.clip(rgb, 0, 1))
@@ -162,8 +182,10 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     else:
         id_masks = motion_instances(data.dynamic_mask.numpy())
         how = "the priors' motion masks"
-    inside = MOTION_MASK_INSIDE if folder is None else None
-    ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height), inside)
+    if folder is None:
+        ids = assign_by_masks(tracks, K, viewmats, id_masks, (data.width, data.height), MOTION_MASK_INSIDE)
+    else:
+        ids = assign_annotated(tracks, K, viewmats, id_masks, (data.width, data.height))
     mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
     depths = mask_depths(tracks, ids, viewmats)
     fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K

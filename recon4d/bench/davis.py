@@ -9,8 +9,9 @@ others. Every 8th frame is held out of the fit (``FitConfig.holdout_every``), so
 measures the 4D model rather than memorised inputs. The geometric answerer is run afresh on every
 call (seconds), so changing only the answerer re-answers without re-fitting.
 
-Per sequence: status (ok / error / crash), seconds, peak memory, training and held-out PSNR, the
-camera solve's own numbers, the answerer's accuracy on the sequence's VLM4D questions and the
+Per sequence: status (ok / error / crash), seconds, peak memory, training and held-out PSNR, where the
+training-view error is (moving objects, background, uncovered pixels: :mod:`recon4d.bench.diagnose`,
+computed afresh from the fit like the answers), the camera solve's own numbers, the answerer's accuracy on the sequence's VLM4D questions and the
 published VLMs' accuracy on the same questions. Written as ``bench.md``, ``bench.csv`` and
 ``bench.json`` in ``--out``, with every question's record and the per-kind table in ``answers.json`` and
 ``answers.md`` (:mod:`recon4d.bench.answers`); the last lines printed are ``key=value``.
@@ -38,6 +39,8 @@ PUBLISHED_COLUMNS = {"gemini-2.5-pro (do)": "gemini-2.5-pro-preview-06-05_1fps:d
                      "internvideo2-8b (cot)": "InternVideo2-Chat-8B_1fps:cot"}
 """The published models shown beside the answerer: the best on these questions, GPT-4o, and the
 reference experiment's InternVideo2 (every model's accuracy is in bench.json)."""
+DIAGNOSIS = ("psnr_static", "psnr_dynamic", "dynamic_px", "dynamic_err", "uncovered")
+"""Where the training-view error is (:func:`recon4d.bench.diagnose.error_split`)."""
 
 
 @dataclass
@@ -147,6 +150,23 @@ def _answer(scene_dir: Path, entries: list[dict]) -> tuple[list[dict], str | Non
         return [], f"{type(exc).__name__}: {exc}"
 
 
+def _diagnosis(scene_dir: Path, metrics: dict) -> dict:
+    """``diagnose.error_split`` over the fit's training frames (nothing before a fit has scored its frames);
+    a failure is logged to the scene's log and leaves the columns empty, as a failed answer does."""
+    from recon4d.bench.diagnose import error_split
+
+    per_frame = metrics.get("psnr_per_frame")
+    if not per_frame:
+        return {}
+    held = set(metrics.get("heldout_frames", []))
+    try:
+        return error_split(scene_dir, [t for t in range(len(per_frame)) if t not in held])
+    except Exception:  # noqa: BLE001 - a diagnosis must not cost the row
+        with open(scene_dir / "log.txt", "a") as log:
+            log.write("bench davis: the error split failed\n" + traceback.format_exc())
+        return {}
+
+
 def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
@@ -174,6 +194,7 @@ def _row(name: str, rec, scene_dir: Path, answers: list[dict], answer_error: str
            "seconds": rec.durations[-1] if rec.durations else None, "peak_mib": metrics.get("peak_rss_mib"),
            "psnr_train": metrics.get("psnr_train"), "psnr_train_min": metrics.get("psnr_train_min"),
            "psnr_heldout": metrics.get("psnr_heldout"), "psnr_heldout_min": metrics.get("psnr_heldout_min"),
+           **{key: None for key in DIAGNOSIS}, **_diagnosis(scene_dir, metrics),
            "camera": report.get("motion_type"), "fov_deg": report.get("fov_deg"),
            "reproj_px": cam.get("reproj_px_median"), "max_turn_deg": _largest_turn(scene_dir),
            "camera_refused": len(cam.get("rejected_solves", [])), "questions": len(answers),
@@ -198,7 +219,7 @@ def _totals(rows: list[dict], answers: list[dict], published: dict[str, dict[str
     total = {"sequence": "all", "status": f"{sum(r['status'] == 'ok' for r in rows)}/{len(rows)} ok",
              "frames": sum(r["frames"] or 0 for r in rows), "seconds": sum(r["seconds"] or 0 for r in rows),
              "peak_mib": max((r["peak_mib"] or 0 for r in rows), default=0)}
-    for key in ("psnr_train", "psnr_train_min", "psnr_heldout", "psnr_heldout_min", "reproj_px"):
+    for key in ("psnr_train", "psnr_train_min", "psnr_heldout", "psnr_heldout_min", *DIAGNOSIS, "reproj_px"):
         total[key] = _mean(r[key] for r in rows)
     total.update(questions=len(answers), right=sum(bool(a.get("correct")) for a in answers),
                  cannot_tell=sum(a.get("letter") is None for a in answers))
@@ -211,7 +232,7 @@ def _totals(rows: list[dict], answers: list[dict], published: dict[str, dict[str
 
 
 COLUMNS = ("sequence", "status", "frames", "seconds", "peak_mib", "psnr_train", "psnr_train_min", "psnr_heldout",
-           "psnr_heldout_min", "camera", "fov_deg", "reproj_px", "max_turn_deg", "camera_refused", "questions", "right",
+           "psnr_heldout_min", *DIAGNOSIS, "camera", "fov_deg", "reproj_px", "max_turn_deg", "camera_refused", "questions", "right",
            "cannot_tell", *PUBLISHED_COLUMNS)
 
 

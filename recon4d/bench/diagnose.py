@@ -1,0 +1,82 @@
+"""Where a fitted scene's training-view error is: the moving objects, the background, or no surface at all.
+
+Why: a clip that falls short of a PSNR target can be short for different reasons, and each asks
+for different work. The moving objects (their masks, the scaffold's motion), the background
+(the camera, the depth, the time budget of the fit) or pixels that no Gaussian covers (a hole the
+fit cannot grow into). The totals of ``recon4d bench davis`` say how much a clip falls short; this
+says where, from the finished fit alone: every training frame is rendered at the fit's own cameras
+and its squared error is split by the priors' dynamic mask (the id masks where the input has them).
+
+The numbers (over the training frames, so that they break down ``psnr_train``):
+
+- ``psnr_static`` / ``psnr_dynamic``: the mean per-frame PSNR outside / inside the dynamic mask
+  (frames without dynamic pixels leave the second out);
+- ``dynamic_px``: the mask's share of the pixels; ``dynamic_err``: its share of the squared error.
+  An error share well above the pixel share means the moving objects limit the clip;
+- ``uncovered``: the share of pixels whose rendered opacity stays under one half.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from recon4d.render import rasterize
+from recon4d.scene.data import load_scene_data
+from recon4d.scene.model import RGB
+from recon4d.scene.state import load_scene
+from recon4d.scene_folder import SceneFolder
+
+UNCOVERED_ALPHA = 0.5
+
+
+def _psnr(squared_error_sum: float, count: int) -> float | None:
+    """PSNR of a mean squared error over ``count`` values (None for no values, inf for none wrong)."""
+    if count == 0:
+        return None
+    mse = squared_error_sum / count
+    return math.inf if mse == 0 else -10.0 * math.log10(mse)
+
+
+def _mean_finite(values: list[float | None]) -> float | None:
+    """Mean of the finite values (a frame rendered without error has an infinite PSNR), None without any."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def error_split(scene_dir: Path, frames: list[int] | None = None) -> dict:
+    """The numbers of the module docstring for the fit in ``scene_dir``, over ``frames`` (default: all)."""
+    scene, _, _ = load_scene(SceneFolder(scene_dir).model)
+    return split_errors(scene, load_scene_data(scene_dir), frames)
+
+
+def split_errors(scene, data, frames: list[int] | None = None) -> dict:
+    """``error_split`` of a loaded scene against its data (``load_scene_data``: frames, fitted cameras, masks)."""
+    frames = list(range(data.frames)) if frames is None else frames
+    static_psnr, dynamic_psnr = [], []
+    err_static = err_dynamic = 0.0
+    dynamic_px = uncovered_px = total_px = 0
+    with torch.no_grad():
+        for t in frames:
+            out = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width, data.height)
+            rgb = out.features[0, ..., RGB].clamp(0, 1)
+            squared = ((rgb - data.images[t]).double() ** 2).sum(-1)  # [H, W], summed over the three channels
+            moving = data.dynamic_mask[t]
+            n_moving = int(moving.sum())
+            n_static = moving.numel() - n_moving
+            e_moving, e_static = float(squared[moving].sum()), float(squared[~moving].sum())
+            static_psnr.append(_psnr(e_static, 3 * n_static))
+            if n_moving:
+                dynamic_psnr.append(_psnr(e_moving, 3 * n_moving))
+            err_static += e_static
+            err_dynamic += e_moving
+            dynamic_px += n_moving
+            uncovered_px += int((out.alpha[0, ..., 0] < UNCOVERED_ALPHA).sum())
+            total_px += moving.numel()
+    total_err = err_static + err_dynamic
+    return {"psnr_static": _mean_finite(static_psnr), "psnr_dynamic": _mean_finite(dynamic_psnr),
+            "dynamic_px": dynamic_px / total_px if total_px else None,
+            "dynamic_err": err_dynamic / total_err if total_err > 0 else None,
+            "uncovered": uncovered_px / total_px if total_px else None}

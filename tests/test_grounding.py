@@ -13,6 +13,7 @@ measurement is ``scripts/grounding_eval.py`` (about 10 fits, too slow for CI).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -143,6 +144,23 @@ def test_an_axis_the_choices_leave_out_does_not_block_a_direction():
     q = "From the camera perspective, what direction is the red cube moving towards?"
     assert _ask(st, q, ["left", "right", "not moving", "no red cube there"]) == "left"
     assert _ask(st, q, ["left", "right", "towards the camera", "away from the camera"]) == CANNOT_TELL
+
+
+def test_without_depth_evidence_a_direction_is_the_image_planes():
+    # The offline sparse depth gives a moving object the depth of the surface around it: its fitted travel
+    # in depth is no evidence. Mostly towards the camera and three quarters as much to the left: with the
+    # depth as evidence neither axis dominates (above); without, the image plane says left. Straight at the
+    # camera: the image shows no travel, and without the depth that is not "staying in place".
+    T = 24
+    t = np.linspace(0, 1, T)[:, None]
+    q = "From the camera perspective, what direction is the red cube moving towards?"
+    choices = ["left", "right", "towards the camera", "away from the camera"]
+    st = dataclasses.replace(_scene(np.array([0.75, 1.0, 0.4]) - t * [1.5, 2.0, 0.0], np.zeros(T)), depth_evidence=False)
+    assert _ask(st, q, choices) == "left"
+    head_on = _scene(np.array([0.0, 1.0, 0.4]) - t * [0.0, 2.0, 0.0], np.zeros(T))
+    assert _ask(head_on, q, choices) == "towards the camera"
+    assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, choices) == CANNOT_TELL
+    assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, ["left", "right", "staying in place", "up"]) == CANNOT_TELL
 
 
 def test_unsupported_questions_say_cannot_tell():

@@ -203,7 +203,7 @@ def mirror_tracks(st):
         centres = t.centres @ R.T + w
         heading, motion = measure(rots, centres, t.motion.size, viewmats, up)
         tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size))  # sizes: unchiral
-    return SceneTracks(tracks, up, st.up_source, viewmats, None, st.global_note, st.instances_from)
+    return SceneTracks(tracks, up, st.up_source, viewmats, None, st.global_note, st.instances_from, st.depth_evidence)
 
 
 def test_the_rules_answer_an_exactly_mirrored_scene_with_exactly_mirrored_answers(answered):

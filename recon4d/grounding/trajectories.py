@@ -329,6 +329,9 @@ class SceneTracks:
     global_viewmat: np.ndarray | None
     global_note: str
     instances_from: str
+    depth_evidence: bool = True
+    """Whether the fit's depth of a moving object is evidence of its travel in depth: not under the offline
+    sparse depth (``priors.depth.SparseDepth``), which gives it the depth of the static surface around it."""
 
     @property
     def pitch_known(self) -> bool:
@@ -339,7 +342,7 @@ class SceneTracks:
         """The scene over frames ``lo:hi``: every track and the cameras cut to that window."""
         viewmats = self.viewmats[lo:hi]
         return SceneTracks([t.window(lo, hi, self.viewmats, self.up) for t in self.tracks], self.up, self.up_source,
-                           viewmats, self.global_viewmat, self.global_note, self.instances_from)
+                           viewmats, self.global_viewmat, self.global_note, self.instances_from, self.depth_evidence)
 
 
 def load_tracks(scene_dir, masks=None) -> SceneTracks:
@@ -350,6 +353,7 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
     import torch
 
     from recon4d.grounding.objects import find_objects
+    from recon4d.priors.depth import SparseDepth
     from recon4d.scene.data import load_scene_data
     from recon4d.scene.state import load_scene
     from recon4d.scene_folder import MissingStageError, SceneFolder
@@ -379,4 +383,6 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
                            observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height))
               for o in objects]
     global_viewmat, note = global_frame(scene, data)
-    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how)
+    depth_file = np.load(folder.depth)
+    sparse = "provider" in depth_file.files and str(depth_file["provider"]) == SparseDepth.name
+    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how, depth_evidence=not sparse)

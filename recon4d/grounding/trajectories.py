@@ -353,7 +353,7 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
     import torch
 
     from recon4d.grounding.objects import find_objects
-    from recon4d.priors.depth import SparseDepth
+    from recon4d.priors.depth import from_sparse_fallback
     from recon4d.scene.data import load_scene_data
     from recon4d.scene.state import load_scene
     from recon4d.scene_folder import MissingStageError, SceneFolder
@@ -383,6 +383,5 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
                            observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height))
               for o in objects]
     global_viewmat, note = global_frame(scene, data)
-    depth_file = np.load(folder.depth)
-    sparse = "provider" in depth_file.files and str(depth_file["provider"]) == SparseDepth.name
+    sparse = from_sparse_fallback(np.load(folder.depth))
     return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how, depth_evidence=not sparse)

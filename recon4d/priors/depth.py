@@ -172,6 +172,12 @@ class SparseDepth:
         return sparse_depth(frames.shape[:3], viewmats, points, xy, vis, progress), self.kind
 
 
+def from_sparse_fallback(depth_file) -> bool:
+    """Whether a saved depth file (``np.load`` of the priors' depth.npz) came from :class:`SparseDepth`: moving
+    objects there have the depth of the static surface around them, not their own."""
+    return "provider" in depth_file.files and str(depth_file["provider"]) == SparseDepth.name
+
+
 def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.ndarray,
                  xy: np.ndarray, vis: np.ndarray, progress: bool = False) -> np.ndarray:
     """``[T, H, W]`` depth interpolated between the world ``points [P, 3]`` of the tracks seen in each frame

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from recon4d.priors.depth import SparseDepth, objects_at_contact_depth
+from recon4d.priors.depth import from_sparse_fallback, objects_at_contact_depth
 from recon4d.scene.teachers import read_teachers
 from recon4d.scene_folder import MissingStageError, SceneFolder
 
@@ -86,7 +86,7 @@ def load_scene_data(scene: Path, cameras: str = "fitted") -> SceneData:
     depth_file = np.load(folder.require(folder.depth, how))
     masks = np.load(folder.require(folder.masks, how))["dynamic"]
     depth = depth_file["depth"]
-    if "provider" in depth_file.files and str(depth_file["provider"]) == SparseDepth.name:  # objects: background's depth
+    if from_sparse_fallback(depth_file):  # objects: background's depth
         depth = objects_at_contact_depth(depth, masks)
     tracks = np.load(folder.require(folder.tracks, how))
     teachers = read_teachers(scene)

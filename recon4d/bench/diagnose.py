@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from recon4d.render import rasterize
+from recon4d.render.metrics import psnr
 from recon4d.scene.data import load_scene_data
 from recon4d.scene.model import RGB
 from recon4d.scene.state import load_scene
@@ -32,17 +33,9 @@ from recon4d.scene_folder import SceneFolder
 UNCOVERED_ALPHA = 0.5
 
 
-def _psnr(squared_error_sum: float, count: int) -> float | None:
-    """PSNR of a mean squared error over ``count`` values (None for no values, inf for none wrong)."""
-    if count == 0:
-        return None
-    mse = squared_error_sum / count
-    return math.inf if mse == 0 else -10.0 * math.log10(mse)
-
-
-def _mean_finite(values: list[float | None]) -> float | None:
+def _mean_finite(values: list[float]) -> float | None:
     """Mean of the finite values (a frame rendered without error has an infinite PSNR), None without any."""
-    finite = [v for v in values if v is not None and math.isfinite(v)]
+    finite = [v for v in values if math.isfinite(v)]
     return sum(finite) / len(finite) if finite else None
 
 
@@ -62,14 +55,14 @@ def split_errors(scene, data, frames: list[int] | None = None) -> dict:
         for t in frames:
             out = rasterize(*scene.at(t).as_args(), data.viewmats[t:t + 1], data.K[None], data.width, data.height)
             rgb = out.features[0, ..., RGB].clamp(0, 1)
-            squared = ((rgb - data.images[t]).double() ** 2).sum(-1)  # [H, W], summed over the three channels
-            moving = data.dynamic_mask[t]
+            image, moving = data.images[t], data.dynamic_mask[t]
+            squared = ((rgb - image).double() ** 2).sum(-1)  # [H, W], summed over the three channels
             n_moving = int(moving.sum())
-            n_static = moving.numel() - n_moving
             e_moving, e_static = float(squared[moving].sum()), float(squared[~moving].sum())
-            static_psnr.append(_psnr(e_static, 3 * n_static))
+            if n_moving < moving.numel():
+                static_psnr.append(float(psnr(rgb[~moving], image[~moving])))
             if n_moving:
-                dynamic_psnr.append(_psnr(e_moving, 3 * n_moving))
+                dynamic_psnr.append(float(psnr(rgb[moving], image[moving])))
             err_static += e_static
             err_dynamic += e_moving
             dynamic_px += n_moving

@@ -96,6 +96,12 @@ def assign_by_masks(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, mas
     ``inside``: masks that miss much of each object (motion masks) instead give a Gaussian the
     most frequent object id if it lands on that id in at least this share of its in-view frames.
     """
+    return _assign(mask_votes(tracks, K, viewmats, masks, image_size), inside)
+
+
+def mask_votes(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, masks: np.ndarray,
+               image_size: tuple[int, int]) -> np.ndarray:
+    """``[N, ids]``: in how many frames each dynamic Gaussian lands on each mask id."""
     T, N = tracks.shape[:2]
     Hm, Wm = masks.shape[1:]
     sx, sy = Wm / image_size[0], Hm / image_size[1]
@@ -108,7 +114,12 @@ def assign_by_masks(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, mas
         y = np.floor(uv[:, 1] * sy).astype(np.int64)
         ok = (cam[:, 2] > 0) & (x >= 0) & (x < Wm) & (y >= 0) & (y < Hm)
         np.add.at(votes, (np.nonzero(ok)[0], masks[t, y[ok], x[ok]]), 1)
-    if inside is None or n_ids < 2:
+    return votes
+
+
+def _assign(votes: np.ndarray, inside: float | None) -> np.ndarray:
+    """Each Gaussian's id from its ``mask_votes`` (see ``assign_by_masks`` for ``inside``)."""
+    if inside is None or votes.shape[1] < 2:
         return votes.argmax(1)
     best = votes[:, 1:].argmax(1) + 1
     return np.where(votes[:, 1:].max(1) >= inside * np.maximum(votes.sum(1), 1), best, 0)
@@ -125,8 +136,8 @@ def assign_annotated(tracks: np.ndarray, K: np.ndarray, viewmats: np.ndarray, ma
     paragliding-launch) and every question about it read "not moving". Ids that win a majority keep
     exactly the Gaussians they win.
     """
-    ids = assign_by_masks(tracks, K, viewmats, masks, image_size)
-    loose = assign_by_masks(tracks, K, viewmats, masks, image_size, MOTION_MASK_INSIDE)
+    votes = mask_votes(tracks, K, viewmats, masks, image_size)  # projected once for both readings
+    ids, loose = _assign(votes, None), _assign(votes, MOTION_MASK_INSIDE)
     for label in np.unique(loose[loose > 0]):
         if np.count_nonzero(ids == label) < max(MIN_GAUSSIANS, MIN_SHARE * len(ids)):
             ids[(ids == 0) & (loose == label)] = label

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recon4d.grounding import rules
+from recon4d.grounding import counts, rules
 from recon4d.grounding.binding import (
     Binding,
     SceneNouns,
@@ -135,11 +135,11 @@ PER_OBJECT = {
     "own_direction": lambda t, st, o, p: rules.own_direction(t),
     "own_turn": lambda t, st, o, p: rules.own_turn(t),
     "seen_turn": lambda t, st, o, p: rules.seen_turn(t, st.viewmats, st.up),
-    "count_jumps": lambda t, st, o, p: rules.count_jumps(t, p.get("label"), st.viewmats, st.up),
-    "count_moves": lambda t, st, o, p: rules.count_moves(t, p["label"], st.viewmats, st.up),
-    "count_steps": lambda t, st, o, p: rules.count_steps(t, p["label"], st.viewmats, st.up),
-    "count_turns": lambda t, st, o, p: rules.count_turns(t, p["label"], st.up),
-    "count_revolutions": lambda t, st, o, p: rules.count_revolutions(t, p.get("sense"), p.get("axis", "up")),
+    "count_jumps": lambda t, st, o, p: counts.count_jumps(t, p.get("label"), st.viewmats, st.up),
+    "count_moves": lambda t, st, o, p: counts.count_moves(t, p["label"], st.viewmats, st.up),
+    "count_steps": lambda t, st, o, p: counts.count_steps(t, p["label"], st.viewmats, st.up),
+    "count_turns": lambda t, st, o, p: counts.count_turns(t, p["label"], st.up),
+    "count_revolutions": lambda t, st, o, p: counts.count_revolutions(t, p.get("sense"), p.get("axis", "up")),
 }
 
 

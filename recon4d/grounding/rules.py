@@ -28,12 +28,9 @@ from recon4d.grounding.trajectories import (
 DOMINANCE = 1.5  # one axis must beat the others by this factor to name a direction
 SHARE_YES, SHARE_NO = 0.5, 0.2  # share of the displacement along an axis: that way / not that way; between: unsure
 SEEN_TURN_SHARE = 0.2  # change of the heading's lateral component a turn needs to be to a side as seen
-JUMP_SIZES = 0.5  # a jump lifts the centre by at least this many object sizes (half that: unsure)
-TURN_EVENT_DEG = 45.0  # one turn event swings the heading by at least this much
 EDGE_ON = 0.1  # a rotation about up foreshortened below this share of itself is seen edge-on
 NO_SPIN_DEG, SPIN_DEG = 90.0, 180.0  # a travelling object's path turn: under a quarter turn no spin; a half: a spin
 SEEN_SCALE = 0.1  # apparent size change (linear) that says the object came closer / went away; less: unsure
-REVOLUTION_MARGIN = 0.15  # a revolution count within this many turns of the next whole number is unsure
 CAMERA_STILL = 0.05  # camera travel below this share of its distance to the scene: the camera does not move
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
             "above": "down", "below": "up"}
@@ -394,115 +391,3 @@ def spinning(t: ObjectTrack) -> tuple[bool | None, str]:
     if label is None:
         return None, why
     return (not t.motion.moving and label != "not rotating"), why
-
-
-# Event counts -------------------------------------------------------------------------------------
-
-
-def swings(signal: np.ndarray, threshold: float) -> list[tuple[float, int, int]]:
-    """The alternating runs of ``signal`` that exceed ``threshold``: (signed extent, first frame, last frame).
-
-    Hysteresis zig-zag: a run ends where the signal comes back by ``threshold``
-    from its extreme, so jitter smaller than that never splits or starts one.
-    """
-    out, start, ext, sense = [], 0, 0, 0
-    for i in range(1, len(signal)):
-        if sense == 0:
-            if abs(signal[i] - signal[start]) > abs(signal[ext] - signal[start]):
-                ext = i
-            if abs(signal[ext] - signal[start]) >= threshold:
-                sense = 1 if signal[ext] > signal[start] else -1
-            continue
-        if (signal[i] - signal[ext]) * sense > 0:
-            ext = i
-        elif (signal[ext] - signal[i]) * sense >= threshold:
-            out.append((float(signal[ext] - signal[start]), start, ext))
-            start, sense = ext, -sense
-            ext = i
-    if sense != 0 and abs(signal[ext] - signal[start]) >= threshold:
-        out.append((float(signal[ext] - signal[start]), start, ext))
-    return out
-
-
-def _lateral_track(t: ObjectTrack, viewmats: np.ndarray) -> np.ndarray:
-    """Position along each frame's camera x, accumulated step by step (a panning camera does not add travel)."""
-    steps = np.einsum("tij,tj->ti", viewmats[:-1, :3, :3], np.diff(t.centres, axis=0))
-    return np.concatenate([[0.0], np.cumsum(steps[:, 0])])
-
-
-def count_moves(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
-    """Separate movements ``label``-wards of at least an object size (the swings of the matching coordinate)."""
-    eyes = camera_centres(viewmats)
-    coordinate = {"left": -_lateral_track(t, viewmats), "right": _lateral_track(t, viewmats),
-                  "up": t.centres @ up, "down": -(t.centres @ up),
-                  "towards": -np.linalg.norm(t.centres - eyes, axis=1),
-                  "away": np.linalg.norm(t.centres - eyes, axis=1)}[label]
-    size = t.motion.size
-    runs = [r for r, *_ in swings(coordinate, size)]
-    near = [r for r, *_ in swings(coordinate, 0.5 * size) if abs(r) < size]
-    if near:
-        return None, f"movements of {[round(r, 2) for r in near]} are near the object size {size:.2f}"
-    return sum(r > 0 for r in runs), f"movements {[round(r, 2) for r in runs]} (size {size:.2f})"
-
-
-def count_steps(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
-    """Steps (somersaults, flips) taken ``label``-wards: only "none", or None.
-
-    A gait's steps are not in the centre's path, so a count of them is not in the
-    geometry; but an object that travels the other way and never moves ``label``-wards
-    by its size (``count_moves``) took no step that way.
-    """
-    other, why = moves_towards(t, OPPOSITE[label])
-    if not other:
-        return None, f"steps are not in the centre's path; {why}"
-    moves, moves_why = count_moves(t, label, viewmats, up)
-    if moves != 0:
-        return None, f"steps are not in the centre's path; {moves_why}"
-    return 0, f"travels {OPPOSITE[label]} ({why}), never {label}: {moves_why}"
-
-
-def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
-    """Jumps (rises and falls of the centre by ``JUMP_SIZES`` object sizes), those travelling ``label`` if given."""
-    height = t.centres @ up
-    size = t.motion.size
-    if any(abs(r) < JUMP_SIZES * size for r, *_ in swings(height, 0.5 * JUMP_SIZES * size)):
-        return None, f"a rise of {0.5 * JUMP_SIZES:.2f}-{JUMP_SIZES:.2f} sizes: maybe a jump"
-    runs = swings(height, JUMP_SIZES * size)
-    lateral = _lateral_track(t, viewmats)
-    jumps = []
-    for (rise, start, _), (fall, _, end) in pairwise(runs):
-        if rise > 0 > fall:  # up then down: one jump
-            shift = lateral[end] - lateral[start]
-            jumps.append("right" if shift > size else "left" if shift < -size else "in place")
-    if label in ("left", "right"):
-        return jumps.count(label), f"jumps {jumps}"
-    return len(jumps), f"jumps {jumps}"
-
-
-def count_turns(t: ObjectTrack, label: str, up: np.ndarray) -> tuple[int | None, str]:
-    """Turn events to ``label``: swings of the travel heading about up of ``TURN_EVENT_DEG`` or more."""
-    if not t.motion.moving:
-        return 0, "does not move"
-    T = len(t.centres)
-    w = max(2, T // 10)
-    flat = t.centres - (t.centres @ up)[:, None] * up
-    d = flat[w:] - flat[:-w]
-    ref = d[np.argmax(np.linalg.norm(d, axis=1))]
-    side = np.cross(up, ref)
-    angle = np.unwrap(np.arctan2(d @ side, d @ ref))
-    runs = [r for r, *_ in swings(np.degrees(angle), TURN_EVENT_DEG)]
-    sense = 1.0 if label == "left" else -1.0
-    return sum(r * sense > 0 for r in runs), f"heading swings {[round(r) for r in runs]} deg"
-
-
-def count_revolutions(t: ObjectTrack, sense: str | None, axis: str) -> tuple[int | None, str]:
-    """Whole revolutions of the body about up (spins) or the line of sight (flips), in ``sense`` if given."""
-    m = t.motion
-    angle = m.spin_deg if axis == "up" else m.roll_deg
-    turns = abs(angle) / 360.0
-    way = "counter-clockwise" if angle > 0 else "clockwise"
-    if sense is not None and way != sense:
-        return 0, f"{turns:.2f} turns {way}"
-    if abs(turns - round(turns)) < REVOLUTION_MARGIN and round(turns) >= 1:
-        return None, f"{turns:.2f} turns {way}: near a whole number"
-    return int(turns), f"{turns:.2f} turns {way}"

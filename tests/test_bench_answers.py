@@ -55,3 +55,25 @@ def test_the_benchmark_takes_the_presets_frames_and_priors_options(tmp_path):
     _, _, spread, _ = _plan(BenchDavisConfig(data=tmp_path, preset="davis", quick=True, spread=True))
     assert (quick.long_side, quick.max_frames, quick.spread) == (240, 16, False)
     assert (spread.long_side, spread.max_frames, spread.spread) == (240, 16, True)
+
+
+def test_config_overrides_layer_over_the_benchs_fit_config_and_a_bench_folder_keeps_one(tmp_path):
+    import pytest
+
+    from recon4d.bench.davis import fit_config, guard_config, parse
+    from recon4d.errors import UserError
+
+    cfg, plain = parse(["--quick"])
+    assert plain is None
+    base = fit_config(cfg)
+    _, config = parse(["--quick", "--config.steps.joint", "7", "--config.lr-scale", "0.5"])
+    assert (config.steps.joint, config.lr_scale) == (7, 0.5)
+    # everything else is the quick bench's own: the test preset with its shortened per-frame stages
+    assert (config.steps.cameras, config.steps.settle, config.holdout_every) == (5, 50, 8)
+    assert (base.steps.cameras, base.steps.settle) == (5, 50) and (base.steps.joint, base.lr_scale) != (7, 0.5)
+    with pytest.raises(UserError, match="unknown option --bogus"):
+        parse(["--bogus", "1"])
+    guard_config(tmp_path, base)
+    guard_config(tmp_path, base)  # the same config again: a resumed run
+    with pytest.raises(UserError, match="another fit config"):
+        guard_config(tmp_path, config)

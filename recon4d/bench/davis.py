@@ -15,6 +15,8 @@ computed afresh from the fit like the answers), the camera solve's own numbers, 
 published VLMs' accuracy on the same questions. Written as ``bench.md``, ``bench.csv`` and
 ``bench.json`` in ``--out``, with every question's record and the per-kind table in ``answers.json`` and
 ``answers.md`` (:mod:`recon4d.bench.answers`); the last lines printed are ``key=value``.
+``--config.*`` options (as in ``recon4d fit``) change the preset's fit config, e.g. for a schedule A/B
+into another ``--out``; ``fit_config.json`` there records what the fits were made with.
 """
 
 from __future__ import annotations
@@ -74,11 +76,12 @@ class BenchDavisConfig:
     """Per question, whether each published VLM got it right."""
 
 
-def _plan(cfg: BenchDavisConfig):
-    """(scene specs, fit config, prior options, output folder) for this run."""
+def _plan(cfg: BenchDavisConfig, config=None):
+    """(scene specs, fit config, prior options, output folder) for this run; ``config`` (the command
+    line's ``--config.*`` over :func:`fit_config`) replaces the preset's fit config."""
     from recon4d.batch.inputs import discover
     from recon4d.errors import UserError
-    from recon4d.fit.presets import preset_prior_options, resolve_preset
+    from recon4d.fit.presets import preset_prior_options
 
     if not cfg.data.is_dir():
         raise UserError(f"{cfg.data} is not a folder of DAVIS sequences (pass --data DIR)")
@@ -90,13 +93,8 @@ def _plan(cfg: BenchDavisConfig):
         specs = [s for s in specs if s.name in cfg.sequences]
     if cfg.spread and not cfg.quick:
         raise UserError("--spread spreads the 16 frames of --quick over each clip; pass it with --quick")
+    config = config or fit_config(cfg)
     preset = "test" if cfg.quick else cfg.preset
-    try:
-        config = dataclasses.replace(resolve_preset(preset), holdout_every=cfg.holdout_every)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    if cfg.quick:  # the per-frame stages dominate a short schedule: a few steps each still exercise them
-        config.steps = dataclasses.replace(config.steps, motion=4, cameras=5, settle=50)
     options = preset_prior_options(preset)  # the preset's [priors] table (davis: native 854 px)
     if cfg.quick:
         options = dataclasses.replace(options, max_frames=16, spread=cfg.spread, long_side=240)
@@ -106,6 +104,55 @@ def _plan(cfg: BenchDavisConfig):
         mode = ("davis" if _has_gpu() else "cpu-preview") if preset == "auto" else preset
     out = cfg.out or Path("out") / "bench-davis" / (mode + ("-priors" if cfg.stop_after else ""))
     return specs, config, options, out
+
+
+def fit_config(cfg: BenchDavisConfig):
+    """The fit config the bench runs: the preset's (``test`` with ``--quick``, its per-frame stages
+    shortened) with the bench's held-out frames."""
+    from recon4d.errors import UserError
+    from recon4d.fit.presets import resolve_preset
+
+    try:
+        config = dataclasses.replace(resolve_preset("test" if cfg.quick else cfg.preset),
+                                     holdout_every=cfg.holdout_every)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if cfg.quick:  # the per-frame stages dominate a short schedule: a few steps each still exercise them
+        config.steps = dataclasses.replace(config.steps, motion=4, cameras=5, settle=50)
+    return config
+
+
+def parse(argv: list[str]):
+    """(bench options, fit config): the bench's options, then ``--config.*`` overrides (as in ``recon4d
+    fit``) over :func:`fit_config` of those options, so that a schedule A/B is two bench runs."""
+    from recon4d.errors import UserError
+    from recon4d.fit.trainer import FitConfig
+
+    cfg, rest = tyro.cli(BenchDavisConfig, args=argv, prog="recon4d bench davis", return_unknown_args=True)
+    if not rest:
+        return cfg, None
+    unknown = [a for a in rest if a.startswith("-") and not a.startswith("--config.")]
+    if unknown:
+        raise UserError(f"recon4d bench davis: unknown option {unknown[0]} (see --help)")
+    Overrides = dataclasses.make_dataclass("Overrides", [("config", FitConfig)])  # the type itself, not a name
+    return cfg, tyro.cli(Overrides, args=rest, prog="recon4d bench davis",
+                         default=Overrides(config=fit_config(cfg))).config
+
+
+def guard_config(out: Path, config) -> None:
+    """Record the fit config of a bench folder's fits; refuse to add fits made with another one.
+
+    Why: the bench skips finished scenes, so a run with other ``--config.*`` values into the same
+    ``--out`` would mix two schedules in one table without a word."""
+    from recon4d.errors import UserError
+    from recon4d.io.atomic import write_json
+
+    path = out / "fit_config.json"
+    current = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    if path.exists() and json.loads(path.read_text()) != current:
+        raise UserError(f"{out} holds fits made with another fit config ({path}); pass a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(path, current)
 
 
 def _has_gpu() -> bool:
@@ -268,8 +315,8 @@ def main(argv: list[str]) -> int:
     from recon4d.bench.answers import question_records, write_answers
     from recon4d.errors import UserError
 
-    cfg = tyro.cli(BenchDavisConfig, args=argv, prog="recon4d bench davis")
-    specs, config, options, out = _plan(cfg)
+    cfg, overrides = parse(argv)
+    specs, config, options, out = _plan(cfg, overrides)
     cores = os.cpu_count() or 1
     opts = BatchOptions(out=out, config=config, prior_options=options, retries=0, cpus_per_scene=cores,
                         num_cpus=cores, stop_after=cfg.stop_after, poll_seconds=5.0)
@@ -281,6 +328,7 @@ def main(argv: list[str]) -> int:
         print(f"scoring the {len(ended)} of {len(specs)} sequences whose fits have ended in {out}")
         specs = ended
     else:
+        guard_config(out, config)
         manifest = run_batch(specs, opts)
     questions, published = _questions(cfg.qa), _published(cfg.published)
     rows, records = [], []

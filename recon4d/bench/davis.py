@@ -94,7 +94,7 @@ def _plan(cfg: BenchDavisConfig, config=None):
     if cfg.spread and not cfg.quick:
         raise UserError("--spread spreads the 16 frames of --quick over each clip; pass it with --quick")
     config = config or fit_config(cfg)
-    preset = "test" if cfg.quick else cfg.preset
+    preset = _preset(cfg)
     options = preset_prior_options(preset)  # the preset's [priors] table (davis: native 854 px)
     if cfg.quick:
         options = dataclasses.replace(options, max_frames=16, spread=cfg.spread, long_side=240)
@@ -106,6 +106,11 @@ def _plan(cfg: BenchDavisConfig, config=None):
     return specs, config, options, out
 
 
+def _preset(cfg: BenchDavisConfig) -> str:
+    """The preset a run starts from: ``test`` with ``--quick``, else ``--preset``."""
+    return "test" if cfg.quick else cfg.preset
+
+
 def fit_config(cfg: BenchDavisConfig):
     """The fit config the bench runs: the preset's (``test`` with ``--quick``, its per-frame stages
     shortened) with the bench's held-out frames."""
@@ -113,8 +118,7 @@ def fit_config(cfg: BenchDavisConfig):
     from recon4d.fit.presets import resolve_preset
 
     try:
-        config = dataclasses.replace(resolve_preset("test" if cfg.quick else cfg.preset),
-                                     holdout_every=cfg.holdout_every)
+        config = dataclasses.replace(resolve_preset(_preset(cfg)), holdout_every=cfg.holdout_every)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if cfg.quick:  # the per-frame stages dominate a short schedule: a few steps each still exercise them

@@ -123,6 +123,10 @@ def along_flow(fwd: np.ndarray, bwd: np.ndarray, pos: np.ndarray, t: int, lo: in
             yield u, carried
 
 
+RESIDUAL_CAP_PX = 1e4
+"""Residuals are capped here where they are stored or filtered: far beyond any threshold, finite in float16/32."""
+
+
 @dataclass(frozen=True)
 class MotionMasks:
     span: int = 2  # frames over which the flow is chained before comparing
@@ -217,8 +221,8 @@ class MotionMasks:
             low = (resid[t] > 0.5 * thresh) | seeds
             n, lab = cv2.connectedComponents(low.astype(np.uint8), connectivity=8)
             m = np.isin(lab, np.unique(lab[seeds & (lab > 0)])).astype(np.uint8)
-            finite = np.minimum(resid[t], 1e4).astype(np.float32)  # an untracked pixel's residual is inf
-            m[finite < self.edge_frac * cv2.dilate(finite, near)] = 0
+            capped = np.minimum(resid[t], RESIDUAL_CAP_PX).astype(np.float32)  # OpenCV's dilate wants float32
+            m[capped < self.edge_frac * cv2.dilate(capped, near)] = 0
             m = cv2.morphologyEx(cv2.morphologyEx(m, cv2.MORPH_OPEN, kernel), cv2.MORPH_CLOSE, kernel)
             n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
             small = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] < self.min_area)

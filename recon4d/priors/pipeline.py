@@ -44,7 +44,7 @@ from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import FALLBACK_WARNING, DepthAnythingV2, SparseDepth, SynthGTDepth, UserDepth, align
 from recon4d.priors.epipolar import max_inverse_depth
 from recon4d.priors.flow import DISFlow
-from recon4d.priors.masks import MotionMasks, TrackMotion, track_dynamic
+from recon4d.priors.masks import RESIDUAL_CAP_PX, MotionMasks, TrackMotion, track_dynamic
 from recon4d.priors.options import PreprocessConfig
 from recon4d.priors.report import SynthTruth, is_synth_scene, mask_stay, summary, synth_report
 from recon4d.priors.tracks import ChainedTracks
@@ -286,7 +286,8 @@ def _masks_compute(r: PriorRun) -> None:
 
 
 def _masks_save(r: PriorRun) -> None:
-    _save(r.folder.masks, compress=True, dynamic=r.dynamic, residual=np.minimum(r.resid, 1e4).astype(np.float16))
+    _save(r.folder.masks, compress=True, dynamic=r.dynamic,
+          residual=np.minimum(r.resid, RESIDUAL_CAP_PX).astype(np.float16))
     # a moving-labelled track outside the merged mask is one the user's masks overrule (see merge_user)
     dyn_tracks = track_dynamic(r.dynamic, r.xy, r.vis) | (r.moving if r.user is None else r.in_user)
     _save(r.folder.tracks, xy=r.xy, visible=r.vis, dynamic=dyn_tracks, seed_frame=r.seeds,

@@ -47,7 +47,8 @@ DIAGNOSIS = ("psnr_static", "psnr_dynamic", "dynamic_px", "dynamic_err", "uncove
 
 @dataclass
 class BenchDavisConfig:
-    """Fit and score every sequence of a DAVIS-layout folder (resumable; offline)."""
+    """Fit and score every sequence of a DAVIS-layout folder (resumable; offline). Every --config.* option of
+    recon4d fit (--config.steps.joint 1800, say; see recon4d fit --help) changes the fits' config too."""
 
     data: Path = SHARED / "davis"
     """DAVIS-layout folder: <seq>/JPEGImages/*.jpg (and Annotations/ where there are masks)."""

@@ -41,7 +41,8 @@ PUBLISHED_COLUMNS = {"gemini-2.5-pro (do)": "gemini-2.5-pro-preview-06-05_1fps:d
                      "internvideo2-8b (cot)": "InternVideo2-Chat-8B_1fps:cot"}
 """The published models shown beside the answerer: the best on these questions, GPT-4o, and the
 reference experiment's InternVideo2 (every model's accuracy is in bench.json)."""
-DIAGNOSIS = ("psnr_static", "psnr_dynamic", "dynamic_px", "dynamic_err", "uncovered")
+DIAGNOSIS = ("psnr_static", "psnr_dynamic", "dynamic_px", "dynamic_err", "uncovered", "static_shift_px",
+             "static_edge_err")
 """Where the training-view error is (:func:`recon4d.bench.diagnose.error_split`)."""
 
 

@@ -13,7 +13,15 @@ The numbers (over the training frames, so that they break down ``psnr_train``):
   (frames without dynamic pixels leave the second out);
 - ``dynamic_px``: the mask's share of the pixels; ``dynamic_err``: its share of the squared error.
   An error share well above the pixel share means the moving objects limit the clip;
-- ``uncovered``: the share of pixels whose rendered opacity stays under one half.
+- ``uncovered``: the share of pixels whose rendered opacity stays under one half;
+- ``static_shift_px``: the median over the frames of how far (in pixels) the whole render has to be
+  shifted to match the frame's background best. Well above a few tenths, the camera (its solve or
+  the fit's pose refinement; a shift drifting with time can also be the background's depth, parallax)
+  limits the background;
+- ``static_edge_err``: the share of the background's squared error on its most textured fifth (the
+  pixels with the strongest image gradient). About 0.2 means the error is spread evenly (noise, colour);
+  far above it, with a small shift, the fit has not resolved the detail (its Gaussians, steps or
+  resolution).
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import math
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
+from torch import Tensor
 
 from recon4d.render import rasterize
 from recon4d.render.metrics import psnr
@@ -31,6 +41,8 @@ from recon4d.scene.state import load_scene
 from recon4d.scene_folder import SceneFolder
 
 UNCOVERED_ALPHA = 0.5
+EDGE_SHARE = 0.2  # the most textured fifth of the background
+SHIFT_ITERATIONS = 5  # Gauss-Newton steps of the shift search: sub-pixel shifts converge in two or three
 
 
 def _mean_finite(values: list[float]) -> float | None:
@@ -48,8 +60,8 @@ def error_split(scene_dir: Path, frames: list[int] | None = None) -> dict:
 def split_errors(scene, data, frames: list[int] | None = None) -> dict:
     """``error_split`` of a loaded scene against its data (``load_scene_data``: frames, fitted cameras, masks)."""
     frames = list(range(data.frames)) if frames is None else frames
-    static_psnr, dynamic_psnr = [], []
-    err_static = err_dynamic = 0.0
+    static_psnr, dynamic_psnr, shifts = [], [], []
+    err_static = err_dynamic = err_edges = 0.0
     dynamic_px = uncovered_px = total_px = 0
     with torch.no_grad():
         for t in frames:
@@ -61,6 +73,8 @@ def split_errors(scene, data, frames: list[int] | None = None) -> dict:
             e_moving, e_static = float(squared[moving].sum()), float(squared[~moving].sum())
             if n_moving < moving.numel():
                 static_psnr.append(float(psnr(rgb[~moving], image[~moving])))
+                shifts.append(best_shift_px(rgb, image, ~moving))
+                err_edges += float(squared[~moving & most_textured(image, ~moving)].sum())
             if n_moving:
                 dynamic_psnr.append(float(psnr(rgb[moving], image[moving])))
             err_static += e_static
@@ -72,4 +86,43 @@ def split_errors(scene, data, frames: list[int] | None = None) -> dict:
     return {"psnr_static": _mean_finite(static_psnr), "psnr_dynamic": _mean_finite(dynamic_psnr),
             "dynamic_px": dynamic_px / total_px if total_px else None,
             "dynamic_err": err_dynamic / total_err if total_err > 0 else None,
-            "uncovered": uncovered_px / total_px if total_px else None}
+            "uncovered": uncovered_px / total_px if total_px else None,
+            "static_shift_px": float(torch.tensor(shifts).median()) if shifts else None,
+            "static_edge_err": err_edges / err_static if err_static > 0 else None}
+
+
+def _gradient(image: Tensor) -> tuple[Tensor, Tensor]:
+    """Central differences along x and y of ``[H, W, C]`` maps (zero on the border)."""
+    gx, gy = torch.zeros_like(image), torch.zeros_like(image)
+    gx[:, 1:-1] = (image[:, 2:] - image[:, :-2]) / 2
+    gy[1:-1] = (image[2:] - image[:-2]) / 2
+    return gx, gy
+
+
+def most_textured(image: Tensor, region: Tensor, share: float = EDGE_SHARE) -> Tensor:
+    """The ``share`` of ``region``'s pixels with the strongest gradient of ``image`` [H, W, 3], as a mask."""
+    gx, gy = _gradient(image.double().mean(-1, keepdim=True))
+    magnitude = (gx.abs() + gy.abs())[..., 0]
+    return region & (magnitude >= torch.quantile(magnitude[region], 1 - share))
+
+
+def best_shift_px(render: Tensor, image: Tensor, region: Tensor) -> float:
+    """Length of the image-plane translation d that best maps ``render`` onto ``image`` over ``region``
+    (least squares on ``render(x + d) = image(x)``, Gauss-Newton from d = 0 with bilinear resampling)."""
+    H, W, _ = render.shape
+    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64), torch.arange(W, dtype=torch.float64), indexing="ij")
+    source, target = render.double(), image.double()
+    keep = region[..., None].double()
+    d = torch.zeros(2, dtype=torch.float64)
+    for _ in range(SHIFT_ITERATIONS):
+        grid = torch.stack([(xs + d[0]) / (W - 1) * 2 - 1, (ys + d[1]) / (H - 1) * 2 - 1], -1)[None]
+        warped = F.grid_sample(source.permute(2, 0, 1)[None], grid, align_corners=True,
+                               padding_mode="border")[0].permute(1, 2, 0)
+        gx, gy = _gradient(warped)
+        J = torch.stack([(gx * keep).flatten(), (gy * keep).flatten()], 1)
+        residual = ((warped - target) * keep).flatten()
+        normal = J.T @ J
+        if torch.linalg.det(normal) <= 0:  # a textureless background: no shift is observable
+            break
+        d = d - torch.linalg.solve(normal, J.T @ residual)
+    return float(d.norm())

@@ -15,7 +15,7 @@ The numbers (over the training frames, so that they break down ``psnr_train``):
   An error share well above the pixel share means the moving objects limit the clip;
 - ``uncovered``: the share of pixels whose rendered opacity stays under one half;
 - ``static_shift_px``: the median over the frames of how far (in pixels) the whole render has to be
-  shifted to match the frame's background best. Well above a few tenths, the camera (its solve or
+  shifted to match the frame's background best (:func:`recon4d.render.alignment.image_shift`). Well above a few tenths, the camera (its solve or
   the fit's pose refinement; a shift drifting with time can also be the background's depth, parallax)
   limits the background;
 - ``static_edge_err``: the share of the background's squared error on its most textured fifth (the
@@ -30,10 +30,10 @@ import math
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from recon4d.render import rasterize
+from recon4d.render.alignment import image_gradient, image_shift
 from recon4d.render.metrics import psnr
 from recon4d.scene.data import load_scene_data
 from recon4d.scene.model import RGB
@@ -42,7 +42,6 @@ from recon4d.scene_folder import SceneFolder
 
 UNCOVERED_ALPHA = 0.5
 EDGE_SHARE = 0.2  # the most textured fifth of the background
-SHIFT_ITERATIONS = 5  # Gauss-Newton steps of the shift search: sub-pixel shifts converge in two or three
 
 
 def _mean_finite(values: list[float]) -> float | None:
@@ -73,7 +72,7 @@ def split_errors(scene, data, frames: list[int] | None = None) -> dict:
             e_moving, e_static = float(squared[moving].sum()), float(squared[~moving].sum())
             if n_moving < moving.numel():
                 static_psnr.append(float(psnr(rgb[~moving], image[~moving])))
-                shifts.append(best_shift_px(rgb, image, ~moving))
+                shifts.append(float(image_shift(rgb, image, ~moving).norm()))
                 err_edges += float(squared[~moving & most_textured(image, ~moving)].sum())
             if n_moving:
                 dynamic_psnr.append(float(psnr(rgb[moving], image[moving])))
@@ -91,38 +90,8 @@ def split_errors(scene, data, frames: list[int] | None = None) -> dict:
             "static_edge_err": err_edges / err_static if err_static > 0 else None}
 
 
-def _gradient(image: Tensor) -> tuple[Tensor, Tensor]:
-    """Central differences along x and y of ``[H, W, C]`` maps (zero on the border)."""
-    gx, gy = torch.zeros_like(image), torch.zeros_like(image)
-    gx[:, 1:-1] = (image[:, 2:] - image[:, :-2]) / 2
-    gy[1:-1] = (image[2:] - image[:-2]) / 2
-    return gx, gy
-
-
 def most_textured(image: Tensor, region: Tensor, share: float = EDGE_SHARE) -> Tensor:
     """The ``share`` of ``region``'s pixels with the strongest gradient of ``image`` [H, W, 3], as a mask."""
-    gx, gy = _gradient(image.double().mean(-1, keepdim=True))
+    gx, gy = image_gradient(image.double().mean(-1, keepdim=True))
     magnitude = (gx.abs() + gy.abs())[..., 0]
     return region & (magnitude >= torch.quantile(magnitude[region], 1 - share))
-
-
-def best_shift_px(render: Tensor, image: Tensor, region: Tensor) -> float:
-    """Length of the image-plane translation d that best maps ``render`` onto ``image`` over ``region``
-    (least squares on ``render(x + d) = image(x)``, Gauss-Newton from d = 0 with bilinear resampling)."""
-    H, W, _ = render.shape
-    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64), torch.arange(W, dtype=torch.float64), indexing="ij")
-    source, target = render.double(), image.double()
-    keep = region[..., None].double()
-    d = torch.zeros(2, dtype=torch.float64)
-    for _ in range(SHIFT_ITERATIONS):
-        grid = torch.stack([(xs + d[0]) / (W - 1) * 2 - 1, (ys + d[1]) / (H - 1) * 2 - 1], -1)[None]
-        warped = F.grid_sample(source.permute(2, 0, 1)[None], grid, align_corners=True,
-                               padding_mode="border")[0].permute(1, 2, 0)
-        gx, gy = _gradient(warped)
-        J = torch.stack([(gx * keep).flatten(), (gy * keep).flatten()], 1)
-        residual = ((warped - target) * keep).flatten()
-        normal = J.T @ J
-        if torch.linalg.det(normal) <= 0:  # a textureless background: no shift is observable
-            break
-        d = d - torch.linalg.solve(normal, J.T @ residual)
-    return float(d.norm())

@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
-from recon4d.geometry import rodrigues_torch
+from recon4d.geometry import log_rotation, rodrigues_torch
 from recon4d.io.atomic import write_json
+from recon4d.render import RenderOutput
+from recon4d.render.alignment import camera_twist
+from recon4d.scene.data import SceneData
+from recon4d.scene.model import RGB
 
 
 class PoseRefinement(nn.Module):
@@ -54,6 +59,18 @@ class PoseRefinement(nn.Module):
         correction[:, :3, :3] = rodrigues_torch(d[:, :3].to(viewmats.dtype))
         correction[:, :3, 3] = d[:, 3:].to(viewmats.dtype)
         return correction @ viewmats
+
+    @torch.no_grad()
+    def compose(self, t: int, twist: Tensor) -> None:
+        """Move frame ``t``'s camera by ``twist = (omega, v)`` (axis-angle and translation, camera coordinates)
+        on top of its correction, ``view_t' = [R(omega) | v] @ exp(delta_t) @ view_t``, written into ``delta_t``."""
+        if not self.free[t] > 0:
+            raise ValueError(f"frame {t}'s correction is held fixed")
+        delta, twist = self.delta[t].detach().double().cpu(), twist.detach().double().cpu()
+        rot = rodrigues_torch(twist[None, :3])[0]
+        moved = rot @ rodrigues_torch(delta[None, :3])[0]
+        self.delta[t, :3] = torch.from_numpy(log_rotation(moved.numpy()[None])[0]).to(self.delta)
+        self.delta[t, 3:] = (rot @ delta[3:] + twist[3:]).to(self.delta)
 
     @torch.no_grad()
     def interpolate(self, frames: frozenset[int]) -> None:
@@ -88,3 +105,28 @@ class PoseRefinement(nn.Module):
                 self.delta.copy_(delta.to(self.delta.device))
             if saved.get("first_free"):
                 self.release_first()
+
+
+@torch.no_grad()
+def align_camera(poses: PoseRefinement, t: int, data: SceneData, render: Callable[[], RenderOutput], steps: int) -> None:
+    """Move frame ``t``'s camera by ``steps`` direct alignment steps (:func:`~recon4d.render.alignment.camera_twist`
+    of its render's background, ``render()`` at the current correction, onto the frame), keeping each only
+    when the render after it matches the background better.
+
+    Why: per-frame gradient steps on the pose stop short of the frame (noisy gradients at a rate small enough
+    not to jitter), while a Gauss-Newton step on the same photometric error, with the rendered depth,
+    measures the remainder directly; the check keeps a step the linearisation got wrong from costing anything."""
+    image, background = data.images[t], ~data.dynamic_mask[t]
+    if not background.any():
+        return
+    out = render()
+    error = ((out.features[0, ..., RGB] - image) ** 2)[background].mean()
+    for _ in range(steps):
+        kept = poses.delta[t].clone()
+        poses.compose(t, camera_twist(out.features[0, ..., RGB], out.depth[0, ..., 0], image, background, data.K))
+        moved = render()
+        moved_error = ((moved.features[0, ..., RGB] - image) ** 2)[background].mean()
+        if not moved_error < error:
+            poses.delta[t] = kept
+            return
+        out, error = moved, moved_error

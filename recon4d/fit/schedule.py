@@ -52,3 +52,8 @@ def frame_in_turn(frames: list[int], skip: int | None, per_frame: int, step: int
 def starts_frame(per_frame: int, step: int) -> bool:
     """Whether ``step`` of a per-frame stage is the first on its frame."""
     return step % per_frame == 0
+
+
+def ends_frame(per_frame: int, step: int) -> bool:
+    """Whether ``step`` of a per-frame stage is the last on its frame."""
+    return (step + 1) % per_frame == 0

@@ -81,6 +81,9 @@ class StageSpec:
     """Densify and prune the Gaussians from the render's screen-space gradients."""
     releases_first_camera: bool = False
     """Frame 0's pose may move too from this stage on: the fitted Gaussians hold the world frame."""
+    aligns_cameras: bool = False
+    """A per-frame stage that ends each frame with direct alignment steps of its camera
+    (``FitConfig.camera_align_steps``)."""
     needs_dynamic: bool = False
     """Skipped without dynamic Gaussians."""
     needs_dynamic_mask: bool = False
@@ -99,7 +102,7 @@ STAGE_SPECS = {
                         needs_dynamic=True, needs_dynamic_mask=True),
     "joint": StageSpec((*_SCENE, "camera_corrections"), scaffold_terms=True, densifies=True),
     "cameras": StageSpec(("camera_poses",), masked=True, per_frame=True, releases_first_camera=True,
-                         needs_camera_lr=True),
+                         aligns_cameras=True, needs_camera_lr=True),
     "settle": StageSpec(_SCENE, scaffold_terms=True, needs_camera_lr=True),
     "features": StageSpec(("feature_field",), objective="features", needs_teachers=True),
 }

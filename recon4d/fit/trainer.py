@@ -26,11 +26,11 @@ from tqdm import tqdm
 from cuda_ext.checks import trusted_inputs
 from recon4d.device import check_gpu_path, resolve_device
 from recon4d.fit import losses, motion
-from recon4d.fit.cameras import PoseRefinement
+from recon4d.fit.cameras import PoseRefinement, align_camera
 from recon4d.fit.checkpoint import read_checkpoint, restore_rng, rng_states, write_checkpoint
 from recon4d.fit.densify import DensifyConfig, Densifier, carry_adam_state
 from recon4d.fit.init import InitConfig, initial_scene
-from recon4d.fit.schedule import deck_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
+from recon4d.fit.schedule import deck_frame, ends_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
 from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
 from recon4d.fit.topology import arap_edges
 from recon4d.geometry import camera_centres, lift, sample_depth
@@ -107,6 +107,9 @@ class FitConfig:
     holdout_every: int = 0
     """Hold out every k-th frame (frames k//2, k//2 + k, ...): no step of the fit reads its pixels, its camera
     correction is interpolated from its neighbours', and its PSNR measures the 4D model, not memorising."""
+    camera_align_steps: int = 2
+    """Direct alignment steps (Gauss-Newton on the background's photometric error, with the rendered depth)
+    that end each frame of the ``cameras`` stage, each kept only when it lowers that error; 0: none."""
 
 
 class NonFiniteError(RuntimeError):
@@ -399,6 +402,9 @@ class Trainer:
             loss.backward()
             self._decay_lr(n)
             self.optimizer.step()
+        per_frame = getattr(self.cfg.steps, self.stage) if spec.per_frame else 0
+        if spec.aligns_cameras and ends_frame(per_frame, self.step):
+            align_camera(self.poses, t, self.data, lambda: self.render(t), self.cfg.camera_align_steps)
         self._losses_finite &= torch.isfinite(loss.detach())
         done = self.step + 1
         # A non-finite value found late is rolled back all the same: no checkpoint is written unchecked.

@@ -12,7 +12,8 @@ put camera 0 at the origin; the scale, the global camera and any ground-truth
 alignment follow from it) stays where it was. Once the Gaussians hold the world
 (the ``cameras`` stage aligns each frame against fixed Gaussians), frame 0 is
 aligned like the others (``release_first``): held fixed, an error of the solve in
-the first camera stayed in the fit (docs/decisions.md).
+the first camera stayed in the fit (docs/decisions.md). That stage ends each frame with
+direct alignment steps (:func:`align_camera`), which take out what its gradient steps leave.
 
 The refined cameras are written to ``model/cameras.json``; ``load_scene_data``
 (:mod:`recon4d.scene.data`) reads them instead of the priors' for every command that uses a finished fit.

@@ -402,8 +402,7 @@ class Trainer:
             loss.backward()
             self._decay_lr(n)
             self.optimizer.step()
-        per_frame = getattr(self.cfg.steps, self.stage) if spec.per_frame else 0
-        if spec.aligns_cameras and ends_frame(per_frame, self.step):
+        if spec.aligns_cameras and ends_frame(getattr(self.cfg.steps, self.stage), self.step):
             align_camera(self.poses, t, self.data, lambda: self.render(t), self.cfg.camera_align_steps)
         self._losses_finite &= torch.isfinite(loss.detach())
         done = self.step + 1

@@ -15,9 +15,9 @@ The numbers (over the training frames, so that they break down ``psnr_train``):
   An error share well above the pixel share means the moving objects limit the clip;
 - ``uncovered``: the share of pixels whose rendered opacity stays under one half;
 - ``static_shift_px``: the median over the frames of how far (in pixels) the whole render has to be
-  shifted to match the frame's background best (:func:`recon4d.render.alignment.image_shift`). Well above a few tenths, the camera (its solve or
-  the fit's pose refinement; a shift drifting with time can also be the background's depth, parallax)
-  limits the background;
+  shifted to match the frame's background best (:func:`recon4d.render.alignment.image_shift`). Well
+  above a few tenths, the camera (its solve or the fit's pose refinement; a shift drifting with time
+  can also be the background's depth, parallax) limits the background;
 - ``static_edge_err``: the share of the background's squared error on its most textured fifth (the
   pixels with the strongest image gradient). About 0.2 means the error is spread evenly (noise, colour);
   far above it, with a small shift, the fit has not resolved the detail (its Gaussians, steps or

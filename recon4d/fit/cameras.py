@@ -120,13 +120,16 @@ def align_camera(poses: PoseRefinement, t: int, data: SceneData, render: Callabl
     image, background = data.images[t], ~data.dynamic_mask[t]
     if not background.any():
         return
-    out = render()
-    error = ((out.features[0, ..., RGB] - image) ** 2)[background].mean()
+
+    def rendered() -> tuple[RenderOutput, Tensor]:
+        out = render()
+        return out, ((out.features[0, ..., RGB] - image) ** 2)[background].mean()
+
+    out, error = rendered()
     for _ in range(steps):
         kept = poses.delta[t].clone()
         poses.compose(t, camera_twist(out.features[0, ..., RGB], out.depth[0, ..., 0], image, background, data.K))
-        moved = render()
-        moved_error = ((moved.features[0, ..., RGB] - image) ** 2)[background].mean()
+        moved, moved_error = rendered()
         if not moved_error < error:
             poses.delta[t] = kept
             return

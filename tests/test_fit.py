@@ -81,7 +81,8 @@ def test_resume_continues_where_it_stopped(fitted_left_scene, tmp_path):
 def test_held_out_frames_are_never_read_and_take_their_neighbours_camera_correction(fitted_left_scene, tmp_path,
                                                                                     monkeypatch):
     """With ``holdout_every`` no step of any stage renders a held-out frame, init takes no colour from it,
-    and its camera correction lies between its neighbours' (each is refined from its own pixels)."""
+    and its camera correction lies between its neighbours' (each is refined from its own pixels), as do its
+    scaffold nodes' offsets."""
     import recon4d.fit.init as init
 
     _, scene = fitted_left_scene
@@ -107,6 +108,10 @@ def test_held_out_frames_are_never_read_and_take_their_neighbours_camera_correct
         lo, hi = torch.minimum(delta[t - 1], delta[after]), torch.maximum(delta[t - 1], delta[after])
         assert ((delta[t] >= lo - 1e-7) & (delta[t] <= hi + 1e-7)).all()
     assert delta[held].abs().max() > 0
+    nodes = trainer.scene.scaffold  # ... and so do its nodes' transforms (no step gave them a rotation)
+    for t in held:
+        if t + 1 < data.frames:
+            torch.testing.assert_close(nodes.node_offsets[t], 0.5 * (nodes.node_offsets[t - 1] + nodes.node_offsets[t + 1]))
 
 
 def test_non_finite_loss_rolls_back_and_lowers_lr(fitted_left_scene, tmp_path, monkeypatch):

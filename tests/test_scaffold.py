@@ -102,3 +102,35 @@ def test_the_node_latents_gradient_is_the_same_on_every_run():
     expected = torch.zeros(5, 8).index_add_(0, binding.node_ids.long().reshape(-1),
                                             (binding.weights().detach()[..., None] * weights[:, None]).reshape(-1, 8))
     torch.testing.assert_close(first, expected)
+
+
+def test_frames_never_fitted_take_the_motion_between_their_neighbours():
+    """Nodes that move at a constant velocity and turn at a constant rate: a held-out frame's transforms,
+    scrambled (as a fit leaves a frame it never renders), come back to the truth between fitted frames, and
+    to the nearest fitted frame's beyond the last one."""
+    T, M = 9, 4
+    g = torch.Generator().manual_seed(1)
+    pos = torch.randn(M, 3, generator=g)
+    velocity, axis = torch.randn(M, 3, generator=g), F.normalize(torch.randn(M, 3, generator=g), dim=-1)
+    angle = 0.15 * torch.arange(T, dtype=torch.float32)[:, None, None]  # radians, per frame
+    quats = torch.cat([torch.cos(angle / 2).expand(T, M, 1), torch.sin(angle / 2) * axis], -1)
+    quats[1::2] *= -1  # the same rotations on the other hemisphere: blending must not cancel them
+    rot = quat_to_rotmat(quats.reshape(-1, 4)).reshape(T, M, 3, 3)
+    centres = pos + torch.arange(T, dtype=torch.float32)[:, None, None] * velocity  # the nodes' centres move straight
+    trans = centres - torch.einsum("tmij,mj->tmi", rot, pos)
+    truth = MotionScaffold(pos, quats, trans)
+    scaffold = MotionScaffold(pos, quats, trans)
+    held = frozenset({3, 4, 8})
+    with torch.no_grad():
+        for t in held:
+            scaffold.node_quats[t] = F.normalize(torch.randn(M, 4, generator=g), dim=-1)
+            scaffold.node_offsets[t] += torch.randn(M, 3, generator=g)
+    scaffold.interpolate(held)
+    for t in (3, 4):
+        torch.testing.assert_close(scaffold.node_positions(t), truth.node_positions(t), atol=1e-5, rtol=1e-5)
+        rot, true_rot = (quat_to_rotmat(F.normalize(s.node_quats[t], dim=-1)) for s in (scaffold, truth))
+        torch.testing.assert_close(rot, true_rot, atol=2e-3, rtol=0)  # nlerp at 1/3 and 2/3 of a 0.45 rad turn
+    torch.testing.assert_close(scaffold.node_offsets[8], scaffold.node_offsets[7])
+    torch.testing.assert_close(scaffold.node_quats[8], F.normalize(quats[7], dim=-1))
+    for t in set(range(T)) - held:  # fitted frames are untouched
+        torch.testing.assert_close(scaffold.node_quats[t], truth.node_quats[t], atol=0, rtol=0)

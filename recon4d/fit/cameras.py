@@ -34,6 +34,7 @@ from recon4d.render import RenderOutput
 from recon4d.render.alignment import camera_twist
 from recon4d.scene.data import SceneData
 from recon4d.scene.model import RGB
+from recon4d.scene.scaffold import between_seen
 
 
 class PoseRefinement(nn.Module):
@@ -77,15 +78,8 @@ class PoseRefinement(nn.Module):
     def interpolate(self, frames: frozenset[int]) -> None:
         """Give each of ``frames`` (frames the fit never saw) the correction linearly interpolated between its
         nearest seen neighbours', or the nearest one's at the ends: a camera's drift is smooth in time."""
-        seen = [t for t in range(len(self.delta)) if t not in frames]
-        for t in sorted(frames):
-            before = max((s for s in seen if s < t), default=None)
-            after = min((s for s in seen if s > t), default=None)
-            if before is None or after is None:
-                self.delta[t] = self.delta[after if before is None else before]
-            else:
-                w = (t - before) / (after - before)
-                self.delta[t] = (1 - w) * self.delta[before] + w * self.delta[after]
+        for t, before, after, w in between_seen(frames, len(self.delta)):
+            self.delta[t] = (1 - w) * self.delta[before] + w * self.delta[after]
 
     def save(self, path: Path, K: Tensor, base_viewmats: Tensor, checkpoint: str) -> None:
         """Write the corrections and the refined cameras to ``path``, tagged with the ``checkpoint`` they belong to."""

@@ -106,7 +106,8 @@ class FitConfig:
     L1 term stays at full resolution); 1: full."""
     holdout_every: int = 0
     """Hold out every k-th frame (frames k//2, k//2 + k, ...): no step of the fit reads its pixels, its camera
-    correction is interpolated from its neighbours', and its PSNR measures the 4D model, not memorising."""
+    correction and its scaffold nodes' transforms are interpolated from its neighbours' when the fit ends, and its
+    PSNR measures the 4D model, not memorising."""
     camera_align_steps: int = 2
     """Direct alignment steps (Gauss-Newton on the background's photometric error, with the rendered depth)
     that end each frame of the ``cameras`` stage, each kept only when it lowers that error; 0: none."""
@@ -466,6 +467,7 @@ class Trainer:
         self.step = 0
         if self.stage == "done":
             self.poses.interpolate(self.held_out)
+            self.scene.scaffold.interpolate(self.held_out)
         else:
             self._setup_stage()
         self.save()

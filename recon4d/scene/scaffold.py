@@ -10,6 +10,10 @@ the translation has to chase it; about the centre, rotating a node only turns it
 Dynamic Gaussians bind to their K nearest nodes with weights
 ``exp(-d^2 / 2 sigma^2)`` times ``exp(correction)``, the correction learned, and are
 blended by the fused ``cuda_ext.skin`` kernel (DQB by default).
+
+A frame the fit never sees (a held-out frame) gets no gradient that knows where its
+nodes are, so when the fit ends its transforms are interpolated from the nearest
+fitted frames (``MotionScaffold.interpolate``), as its camera is.
 """
 
 from __future__ import annotations
@@ -21,6 +25,23 @@ from torch import Tensor, nn
 from cuda_ext.knn import knn
 from cuda_ext.skin import skin
 from recon4d.geometry import quat_rotate
+
+
+def between_seen(frames: frozenset[int], total: int) -> list[tuple[int, int, int, float]]:
+    """For each of ``frames`` (of ``total``; frames a fit never saw): ``(t, before, after, w)``, its nearest
+    other frames before and after it and the weight of the later one; beyond the first or last other frame
+    both are that frame (``w = 0``). Empty when no frame outside ``frames`` exists."""
+    seen = [t for t in range(total) if t not in frames]
+    plan = []
+    for t in sorted(frames) if seen else ():
+        before = max((s for s in seen if s < t), default=None)
+        after = min((s for s in seen if s > t), default=None)
+        if before is None or after is None:
+            nearest = after if before is None else before
+            plan.append((t, nearest, nearest, 0.0))
+        else:
+            plan.append((t, before, after, (t - before) / (after - before)))
+    return plan
 
 
 class MotionScaffold(nn.Module):
@@ -46,6 +67,20 @@ class MotionScaffold(nn.Module):
     def node_positions(self, t: int | None = None) -> Tensor:
         """Node centres moved to frame t ([M,3]) or to every frame ([T,M,3])."""
         return self.node_pos + (self.node_offsets if t is None else self.node_offsets[t])
+
+    @torch.no_grad()
+    def interpolate(self, frames: frozenset[int]) -> None:
+        """Give each of ``frames`` the node transforms interpolated between the nearest other frames' (see
+        :func:`between_seen`): offsets linearly, rotations by normalised linear blending on one hemisphere.
+
+        Why: a frame no step renders gets no gradient on its rotations, and on its offsets only the
+        scaffold's smoothness and rigidity terms, so it would keep transforms far from its neighbours'
+        (measured in docs/decisions.md)."""
+        for t, before, after, w in between_seen(frames, self.frames):
+            self.node_offsets[t] = (1 - w) * self.node_offsets[before] + w * self.node_offsets[after]
+            q0, q1 = (F.normalize(self.node_quats[f], dim=-1) for f in (before, after))
+            q1 = torch.where((q0 * q1).sum(-1, keepdim=True) < 0, -q1, q1)
+            self.node_quats[t] = F.normalize((1 - w) * q0 + w * q1, dim=-1)
 
     def translations(self, t: int) -> Tensor:
         """World-origin translations ``t_j(t)`` [M,3] of frame t (what the skinning kernel takes)."""

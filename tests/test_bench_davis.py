@@ -83,3 +83,29 @@ def test_score_only_scores_what_has_ended_and_fits_nothing(bench_run, tmp_path):
     assert json.loads((out / "bench.json").read_text())["sequences"][0]["sequence"] == SEQUENCE
     empty = _bench(tmp_path / "nothing", "--data", str(shared_data("davis")), "--score-only")
     assert empty.returncode == 2 and "no fit has ended" in empty.stderr and not (tmp_path / "nothing").exists()
+
+
+def _fitted_row(name: str, train: float, worst: float, seconds: float, stages: dict[str, float]) -> dict:
+    from recon4d.bench.davis import DIAGNOSIS
+
+    return {"sequence": name, "status": "ok", "frames": 50, "seconds": seconds, "peak_mib": 1000.0,
+            "psnr_train": train, "psnr_train_min": worst, "psnr_heldout": train - 1, "psnr_heldout_min": worst - 1,
+            **{key: None for key in DIAGNOSIS}, "reproj_px": 0.2, "stage_seconds": stages}
+
+
+def test_totals_count_the_clips_at_the_targets_and_add_up_the_stages():
+    from recon4d.bench.davis import _totals, markdown
+
+    rows = [_fitted_row("a", 27.5, 23.0, 300.0, {"priors": 30.0, "joint": 150.0}),
+            _fitted_row("b", 26.9, 22.5, 500.0, {"priors": 50.0, "joint": 250.0, "settle": 100.0}),
+            _fitted_row("c", 28.0, 21.0, 400.0, {"priors": 20.0, "joint": 100.0}),
+            {**_fitted_row("d", 0, 0, 20.0, {}), "status": "error", "psnr_train": None, "psnr_train_min": None,
+             "psnr_heldout": None, "psnr_heldout_min": None}]
+    total = _totals(rows, [], {})
+    assert total["fitted"] == 3  # the clip stopped in its priors is no fit
+    assert total["train_at_target"] == 2 and total["worst_at_target"] == 2
+    assert total["seconds_per_fit"] == pytest.approx(400.0)
+    assert total["stage_seconds"] == {"priors": 100.0, "joint": 500.0, "settle": 100.0}
+    table = markdown(rows, total)
+    assert "| joint | 500 | 71.4% |" in table
+    assert "3 fits: training PSNR >= 27 dB on 2, worst frame >= 22 dB on 2; 400 s a fit on average" in table

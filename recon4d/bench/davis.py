@@ -44,6 +44,9 @@ reference experiment's InternVideo2 (every model's accuracy is in bench.json).""
 DIAGNOSIS = ("psnr_static", "psnr_dynamic", "dynamic_px", "dynamic_err", "uncovered", "static_shift_px",
              "static_edge_err")
 """Where the training-view error is (:func:`recon4d.bench.diagnose.error_split`)."""
+TARGET_TRAIN_DB, TARGET_WORST_DB = 27.0, 22.0
+"""The fit-quality bars a clip is counted against (training-view PSNR, its worst frame): the counts of clips at
+or above them are printed with the totals, so a run says how many clips reach them, not only the mean."""
 
 
 @dataclass
@@ -252,7 +255,8 @@ def _row(name: str, rec, scene_dir: Path, answers: list[dict], answer_error: str
            "reproj_px": cam.get("reproj_px_median"), "max_turn_deg": _largest_turn(scene_dir),
            "camera_refused": len(cam.get("rejected_solves", [])), "questions": len(answers),
            "right": sum(bool(a.get("correct")) for a in answers),
-           "cannot_tell": sum(a.get("letter") is None for a in answers)}
+           "cannot_tell": sum(a.get("letter") is None for a in answers),
+           "stage_seconds": metrics.get("stage_seconds", {})}
     for label, column in PUBLISHED_COLUMNS.items():
         marks = [published[a["id"]][column] for a in answers if column in published.get(a["id"], {})]
         row[label] = sum(marks) / len(marks) if marks else None
@@ -281,7 +285,23 @@ def _totals(rows: list[dict], answers: list[dict], published: dict[str, dict[str
                           for c in columns}
     for label, column in PUBLISHED_COLUMNS.items():
         total[label] = total["published"].get(column)
+    fitted = [r for r in rows if r["psnr_train"] is not None]
+    total["fitted"] = len(fitted)
+    total["train_at_target"] = sum(r["psnr_train"] >= TARGET_TRAIN_DB for r in fitted)
+    total["worst_at_target"] = sum((r["psnr_train_min"] or 0) >= TARGET_WORST_DB for r in fitted)
+    total["seconds_per_fit"] = _mean(r["seconds"] for r in fitted)
+    total["stage_seconds"] = stage_totals(rows)
     return total
+
+
+def stage_totals(rows: list[dict]) -> dict[str, float]:
+    """Seconds per stage summed over the fits (the priors first, then the optimiser's stages in their order):
+    where a run's time goes, which is what a speed change has to move."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        for stage, seconds in (row.get("stage_seconds") or {}).items():
+            totals[stage] = totals.get(stage, 0.0) + seconds
+    return totals
 
 
 COLUMNS = ("sequence", "status", "frames", "seconds", "peak_mib", "psnr_train", "psnr_train_min", "psnr_heldout",
@@ -301,6 +321,15 @@ def markdown(rows: list[dict], total: dict) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(r.get(c)) for c in COLUMNS) + " |" for r in [*rows, total]]
     errors = [f"- {r['sequence']}: {r['error']}" for r in rows if "error" in r]
+    stages = total.get("stage_seconds") or {}
+    spent = sum(stages.values())
+    if spent > 0:
+        lines += ["", "| stage | seconds | share |", "|---|---|---|"]
+        lines += [f"| {stage} | {seconds:.0f} | {seconds / spent:.1%} |" for stage, seconds in stages.items()]
+    if total.get("fitted"):
+        lines += ["", f"{total['fitted']} fits: training PSNR >= {TARGET_TRAIN_DB:g} dB on {total['train_at_target']}, "
+                      f"worst frame >= {TARGET_WORST_DB:g} dB on {total['worst_at_target']}; "
+                      f"{total['seconds_per_fit']:.0f} s a fit on average"]
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
 
 
@@ -353,9 +382,12 @@ def main(argv: list[str]) -> int:
     print(f"errors={sum(r['status'] == 'error' for r in rows)}")
     print(f"psnr_train={total['psnr_train']:.3f}")
     print(f"psnr_heldout={total['psnr_heldout']:.3f}")
+    print(f"train_{TARGET_TRAIN_DB:g}db={total['train_at_target']}/{total['fitted']}")
+    print(f"worst_frame_{TARGET_WORST_DB:g}db={total['worst_at_target']}/{total['fitted']}")
     print(f"answer_accuracy={total['right'] / total['questions'] if total['questions'] else float('nan'):.4f}")
     print(f"cannot_tell_rate={total['cannot_tell'] / total['questions'] if total['questions'] else float('nan'):.4f}")
     print(f"seconds={total['seconds']:.0f}")
+    print(f"seconds_per_fit={total['seconds_per_fit']:.0f}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 

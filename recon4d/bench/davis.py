@@ -28,6 +28,7 @@ import math
 import os
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -295,13 +296,12 @@ def _totals(rows: list[dict], answers: list[dict], published: dict[str, dict[str
 
 
 def stage_totals(rows: list[dict]) -> dict[str, float]:
-    """Seconds per stage summed over the fits (the priors first, then the optimiser's stages in their order):
-    where a run's time goes, which is what a speed change has to move."""
-    totals: dict[str, float] = {}
+    """Seconds per stage summed over the fits, in the order the fits recorded their stages: where a run's
+    time goes, which is what a speed change has to move."""
+    totals: Counter[str] = Counter()
     for row in rows:
-        for stage, seconds in (row.get("stage_seconds") or {}).items():
-            totals[stage] = totals.get(stage, 0.0) + seconds
-    return totals
+        totals.update(row.get("stage_seconds") or {})
+    return dict(totals)
 
 
 COLUMNS = ("sequence", "status", "frames", "seconds", "peak_mib", "psnr_train", "psnr_train_min", "psnr_heldout",

@@ -400,6 +400,26 @@ def test_depth_alignment_recovers_scale_and_shift():
     assert np.median(np.abs(depth[0] / true[0] - 1)) < 0.02
 
 
+def test_a_depth_fit_that_puts_pixels_behind_the_camera_takes_the_other_frames_fit():
+    """Frame 2 sees only the points on the right of the frame, where its map relates to their depth as
+    z = 3 v - 5; its left holds v = 1, which that exact fit maps to depth -2. It takes the other frames'
+    fit (the identity) instead."""
+    rng = np.random.default_rng(0)
+    T, H, W = 3, 40, 50
+    gy, gx = np.mgrid[0:H, 0:W]
+    truth = (1 + 3 * gx / W).astype(np.float32)  # depth 1 (left) to 4 (right)
+    values = np.stack([truth, truth, np.where(gx > 0.6 * W, (truth + 5) / 3, 1.0)]).astype(np.float32)
+    K = np.array([[50, 0, 25], [0, 50, 20], [0, 0, 1.0]])
+    view = np.tile(np.eye(4), (T, 1, 1))
+    xy = rng.uniform(1, [W - 1, H - 1], (200, 2)).astype(np.float32)
+    z = sample(truth[..., None], xy)[:, 0]
+    points = np.concatenate([(xy - K[:2, 2]) / 50 * z[:, None], z[:, None]], 1)
+    vis = np.stack([np.ones(200, bool), np.ones(200, bool), xy[:, 0] > 0.7 * W])
+    depth, fits = align(values, "depth", K, view, points, np.repeat(xy[None], T, 0), vis)
+    assert np.allclose(fits[0], [1, 0], atol=1e-3) and np.array_equal(fits[2], fits[0])
+    assert depth[2].min() > 0.9
+
+
 def tiny_depth_anything(folder: Path) -> Path:
     """A tiny random-weight Depth Anything V2 checkpoint saved in ``folder`` (the real model classes)."""
     pytest.importorskip("transformers")

@@ -293,6 +293,12 @@ def interpolate(uv: np.ndarray, values: np.ndarray, gx: np.ndarray, gy: np.ndarr
     return out
 
 
+def _least_positive(values: np.ndarray) -> float:
+    """The smallest positive value of a depth map (inf when it has none)."""
+    positive = values[values > 0]
+    return float(positive.min()) if positive.size else np.inf
+
+
 def _barycentric(q: np.ndarray, simplices: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Barycentric weights ``[N, 3]`` of points ``p [N, 2]`` in triangles ``q[simplices]``."""
     a, b, c = (q[simplices[:, m]] for m in range(3))
@@ -308,7 +314,14 @@ def align(values: np.ndarray, kind: str, K: np.ndarray, viewmats: np.ndarray, po
     """Depth ``[T,H,W]`` in camera units and per-frame (scale, shift) ``[T, 2]``.
 
     Fits target ≈ s·values + b per frame (target = z for depth, 1/z for disparity) by least squares with
-    two rounds of outlier trimming; frames with too few points take the median fit of the others.
+    two rounds of outlier trimming; frames with too few points take the median fit of the others, and so do
+    depth frames whose fit would put some of their pixels on or behind the camera.
+
+    Why the last: on a frame that sees few static points (DAVIS parkour's frame 83: 22, all on one side of
+    the frame) the trimmed fit can be far off (scale 2.6, shift -8.3 there) and put half the frame at the
+    1e-6 floor; the fit lifted the running man from that frame, onto the camera's centre, and never drew him.
+    A depth map that holds positive depths cannot be right with some of them mapped to zero. (Disparity
+    mapped to zero or below is the sky at infinity: allowed.)
     """
     from recon4d.priors.flow import sample
 
@@ -332,7 +345,8 @@ def align(values: np.ndarray, kind: str, K: np.ndarray, viewmats: np.ndarray, po
             keep = r <= max(np.percentile(r, 80), 1e-9)
             if keep.sum() < min_points:
                 break
-        fits[t] = s, b
+        if kind == "disparity" or (s > 0 and s * _least_positive(values[t]) + b > 0):
+            fits[t] = s, b
     good = np.isfinite(fits[:, 0])
     if not good.any():
         return (values if kind == "depth" else 1.0 / np.maximum(values, 1e-6)).astype(np.float32), np.tile([1.0, 0.0], (T, 1))

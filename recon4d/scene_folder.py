@@ -167,8 +167,11 @@ class SceneFolder:
 
     # ---- questions about the folder -----------------------------------------------------
     def has_priors(self) -> bool:
-        """The priors stage has finished (its last-written file of the ones every later stage reads)."""
-        return self.camera.exists()
+        """Every prior file the fit reads is there. Why all of them, not the camera alone: a priors run killed
+        after the camera solve (or a user deleting ``depth.npz`` to have it made again) left a folder that
+        counted as done, and every fit of it stopped on the missing file, told to run the priors again,
+        which were then skipped as done."""
+        return all(p.exists() for p in (self.camera, self.tracks, self.depth, self.masks))
 
     def has_fit(self) -> bool:
         """A checkpoint of the fit exists (``model/scene.json`` is renamed into place last)."""

@@ -483,3 +483,18 @@ def test_fit_command_passes_frame_and_prior_options(synth_dir, tmp_path):
     assert fit_command.main(args) == 0
     report = json.loads((tmp_path / src.name / "priors" / "report.json").read_text())
     assert report["frames"] == 12 and report["fov_deg"] == pytest.approx(50.0)
+
+
+def test_a_deleted_prior_file_is_made_again_by_the_next_fit(synth_dir, tmp_path):
+    """A priors folder missing one file (a run killed after the camera solve, or a user deleting the depth
+    to have it recomputed) is not done: the next fit makes the file again, the same as before."""
+    from recon4d.commands import fit as fit_command
+
+    src = synth_dir / "pan" / "synth_s0"
+    args = ["--video", str(src), "--out", str(tmp_path), "--stop-after", "priors", "--max-frames", "8"]
+    assert fit_command.main(args) == 0
+    depth = tmp_path / src.name / "priors" / "depth.npz"
+    before = np.load(depth)["depth"]
+    depth.unlink()
+    assert fit_command.main(args) == 0
+    assert np.array_equal(np.load(depth)["depth"], before)

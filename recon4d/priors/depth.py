@@ -167,9 +167,16 @@ class SparseDepth:
     name: str = "sparse-fallback"
     kind: str = "depth"
 
+    min_views: int = 3
+    """Points of tracks seen in fewer frames are left out. Why: two views give a triangulation no
+    reprojection check (four equations, three unknowns), so a track that is not static (on a moving
+    object's edge) lifts to any depth; one such point on DAVIS horsejump-high, seen in 2 frames at a
+    tenth of the scene's depth, pulled the horse's depth in frames 4-10 to 0.1 from 0.8 (a near point
+    weighs the most in inverse depth)."""
+
     def estimate(self, frames: np.ndarray, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,
                  xy: np.ndarray, vis: np.ndarray, progress: bool = True):
-        return sparse_depth(frames.shape[:3], viewmats, points, xy, vis, progress), self.kind
+        return sparse_depth(frames.shape[:3], viewmats, points, xy, vis, progress, self.min_views), self.kind
 
 
 def from_sparse_fallback(depth_file) -> bool:
@@ -179,12 +186,15 @@ def from_sparse_fallback(depth_file) -> bool:
 
 
 def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.ndarray,
-                 xy: np.ndarray, vis: np.ndarray, progress: bool = False) -> np.ndarray:
+                 xy: np.ndarray, vis: np.ndarray, progress: bool = False, min_views: int = 2) -> np.ndarray:
     """``[T, H, W]`` depth interpolated between the world ``points [P, 3]`` of the tracks seen in each frame
     (all points where a frame sees fewer than 4); a frame with fewer than 4 points in front of it takes the
-    depth of the nearest frame that has them; constant 1 when no frame has."""
+    depth of the nearest frame that has them; constant 1 when no frame has. Only the points of tracks seen
+    in at least ``min_views`` frames, when 4 or more are."""
     T, H, W = shape
     ok = np.isfinite(points).all(1)
+    if (ok & (vis.sum(0) >= min_views)).sum() >= 4:
+        ok &= vis.sum(0) >= min_views
     out = np.ones((T, H, W), np.float32)
     if ok.sum() < 4:
         warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)

@@ -4,6 +4,7 @@ a background that covers every frame of a panning camera."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from recon4d.fit.init import InitConfig, initial_scene, node_trajectories
@@ -50,6 +51,27 @@ def test_moving_region_takes_the_depth_of_the_near_side_around_it():
         region = out[0, r0:r1, c0:c0 + 10]
         below = depth[0, r1 + 4, 0]  # near the outer edge of the 5 px band under the region
         assert np.ptp(region) == 0 and abs(region[0, 0] - below) < 0.1, (region[0, 0], below)
+
+
+def test_a_moving_regions_depth_is_the_median_of_its_nearby_frames():
+    """The ground plane of the test above over 9 frames, an object drifting right 2 px a frame low in the
+    image; in frame 4 a near static patch (depth 0.2, a wrongly lifted track) lies in its band, and that frame
+    alone would take its depth. It takes the depth of the object's other frames instead; a second object far
+    up the image keeps its own depth."""
+    T, H, W = 9, 60, 80
+    rows = np.linspace(10.0, 2.0, H, dtype=np.float32)
+    depth = np.repeat(np.repeat(rows[:, None], W, axis=1)[None], T, 0)
+    dynamic = np.zeros((T, H, W), bool)
+    for t in range(T):
+        dynamic[t, 40:50, 20 + 2 * t:30 + 2 * t] = True
+        dynamic[t, 5:12, 60:70] = True
+    depth[4, 51:54, 28:34] = 0.2
+    alone = objects_at_contact_depth(depth[4:5], dynamic[4:5])[0, 45, 30]
+    out = objects_at_contact_depth(depth, dynamic)
+    assert alone == pytest.approx(0.2, abs=0.05)
+    assert out[4, 45, 30] == pytest.approx(out[3, 45, 28], abs=1e-6) and out[4, 45, 30] > 2
+    far = objects_at_contact_depth(depth[4:5], dynamic[4:5])[0, 8, 65]
+    assert out[4, 8, 65] == far > 7 and np.array_equal(out[~dynamic], depth[~dynamic])
 
 
 @requires_compiler

@@ -15,7 +15,7 @@ from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_check import flow_disagreement, track_reprojection
-from recon4d.priors.depth import DepthAnythingV2, align, interpolate
+from recon4d.priors.depth import DepthAnythingV2, SparseDepth, align, interpolate, sparse_depth
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow, sample
 from recon4d.priors.masks import merge_user, parallax, rigid_flow
@@ -382,6 +382,24 @@ def test_interpolate_is_piecewise_linear_inside_and_nearest_outside():
     assert np.abs(out - f(np.stack([gx, gy], -1)))[inside].max() < 1e-9
     nearest = np.linalg.norm(uv[None] - np.array([0.5 * 4, 0.5 * 4]), axis=-1).argmin()
     assert out[0, 0] == f(uv[nearest])
+
+
+def test_the_sparse_depth_leaves_out_points_seen_in_two_frames():
+    """A wall at depth 2 tracked in all three frames, and one point seen in two frames only, lifted at depth
+    0.2 (two views cannot check it). The fallback's depth is the wall's around that point, not its own."""
+    rng = np.random.default_rng(0)
+    T, H, W = 3, 40, 50
+    K = np.array([[50, 0, 25], [0, 50, 20], [0, 0, 1.0]])
+    view = np.tile(np.eye(4), (T, 1, 1))
+    xy = np.concatenate([rng.uniform(1, [W - 1, H - 1], (60, 2)), [[25.0, 20.0]]]).astype(np.float32)
+    z = np.r_[np.full(60, 2.0), 0.2]
+    points = np.concatenate([(xy - K[:2, 2]) / 50 * z[:, None], z[:, None]], 1)
+    vis = np.ones((T, 61), bool)
+    vis[2, 60] = False
+    xy_t = np.repeat(xy[None], T, 0)
+    assert SparseDepth().estimate(np.zeros((T, H, W, 3)), K, view, points, xy_t, vis)[0][0, 20, 25] == \
+        pytest.approx(2.0, rel=1e-3)
+    assert sparse_depth((T, H, W), view, points, xy_t, vis, min_views=2)[0, 20, 25] < 0.5
 
 
 def test_depth_alignment_recovers_scale_and_shift():

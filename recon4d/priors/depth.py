@@ -167,9 +167,16 @@ class SparseDepth:
     name: str = "sparse-fallback"
     kind: str = "depth"
 
+    min_views: int = 3
+    """Points of tracks seen in fewer frames are left out. Why: two views give a triangulation no
+    reprojection check (four equations, three unknowns), so a track that is not static (on a moving
+    object's edge) lifts to any depth; one such point on DAVIS horsejump-high, seen in 2 frames at a
+    tenth of the scene's depth, pulled the horse's depth in frames 4-10 to 0.1 from 0.8 (a near point
+    weighs the most in inverse depth)."""
+
     def estimate(self, frames: np.ndarray, K: np.ndarray, viewmats: np.ndarray, points: np.ndarray,
                  xy: np.ndarray, vis: np.ndarray, progress: bool = True):
-        return sparse_depth(frames.shape[:3], viewmats, points, xy, vis, progress), self.kind
+        return sparse_depth(frames.shape[:3], viewmats, points, xy, vis, progress, self.min_views), self.kind
 
 
 def from_sparse_fallback(depth_file) -> bool:
@@ -179,12 +186,15 @@ def from_sparse_fallback(depth_file) -> bool:
 
 
 def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.ndarray,
-                 xy: np.ndarray, vis: np.ndarray, progress: bool = False) -> np.ndarray:
+                 xy: np.ndarray, vis: np.ndarray, progress: bool = False, min_views: int = 2) -> np.ndarray:
     """``[T, H, W]`` depth interpolated between the world ``points [P, 3]`` of the tracks seen in each frame
     (all points where a frame sees fewer than 4); a frame with fewer than 4 points in front of it takes the
-    depth of the nearest frame that has them; constant 1 when no frame has."""
+    depth of the nearest frame that has them; constant 1 when no frame has. Only the points of tracks seen
+    in at least ``min_views`` frames, when 4 or more are."""
     T, H, W = shape
     ok = np.isfinite(points).all(1)
+    if (ok & (vis.sum(0) >= min_views)).sum() >= 4:
+        ok &= vis.sum(0) >= min_views
     out = np.ones((T, H, W), np.float32)
     if ok.sum() < 4:
         warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)
@@ -220,6 +230,8 @@ def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.n
 
 CONTACT_RING_PX = 5  # width of the band of static pixels around a moving region that it borrows its depth from
 CONTACT_QUANTILE = 5.0  # percentile of that band's depth taken: its near side, where the object stands
+CONTACT_WINDOW = 4  # frames either side whose depths of the same moving region are pooled (a median)
+CONTACT_MATCH = 0.05  # how far, in image widths, a region may move from a frame to a nearby one and still match
 
 
 def objects_at_contact_depth(depth: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
@@ -233,18 +245,42 @@ def objects_at_contact_depth(depth: np.ndarray, dynamic: np.ndarray) -> np.ndarr
     around it and on what is below it, so each connected region of ``dynamic``
     gets one depth: the near end (``CONTACT_QUANTILE``) of the static depths in
     a ``CONTACT_RING_PX`` band around it. Flat, like the rest of the fallback.
+
+    Then the median of that depth over the same region in the ``CONTACT_WINDOW`` frames
+    either side (in each, the region most overlapping this one grown by ``CONTACT_MATCH``).
+    Why: one frame's band can hold a few near static points that the next frame's does not
+    (a railing, a track lifted wrong), and its region's depth then jumps: DAVIS horsejump-high's
+    horse went 0.80 -> 0.14 -> 0.80 over three frames, parkour's runner 0.54 -> 0.39 -> 1.19 ->
+    2.10 at a steady size. The fit's motion stage pulls each frame's object to that depth, so the
+    jump became a leap along the line of sight, and the object left its mask in those frames.
     """
-    out = depth.copy()
+    T, H, W = depth.shape
     band = np.ones((2 * CONTACT_RING_PX + 1,) * 2, np.uint8)
-    for t in range(len(depth)):
-        count, labels = cv2.connectedComponents(dynamic[t].astype(np.uint8))
-        for region in range(1, count):
-            inside = labels == region
-            ring = cv2.dilate(inside.astype(np.uint8), band).astype(bool) & ~dynamic[t]
+    reach = max(1, round(CONTACT_MATCH * W))
+    grow = np.ones((2 * reach + 1,) * 2, np.uint8)
+    labels = [cv2.connectedComponents(dynamic[t].astype(np.uint8))[1] for t in range(T)]
+    contact = []  # per frame: the depth of each region (label - 1), nan where its band has no depth
+    for t in range(T):
+        own = []
+        for region in range(1, labels[t].max() + 1):
+            ring = cv2.dilate((labels[t] == region).astype(np.uint8), band).astype(bool) & ~dynamic[t]
             z = depth[t][ring]
             z = z[z > 0]
-            if len(z):
-                out[t][inside] = np.percentile(z, CONTACT_QUANTILE)
+            own.append(np.percentile(z, CONTACT_QUANTILE) if len(z) else np.nan)
+        contact.append(np.array(own))
+    out = depth.copy()
+    for t in range(T):
+        for region in range(1, labels[t].max() + 1):
+            inside = labels[t] == region
+            near = cv2.dilate(inside.astype(np.uint8), grow).astype(bool)
+            pooled = [contact[t][region - 1]]
+            for s in range(max(0, t - CONTACT_WINDOW), min(T, t + CONTACT_WINDOW + 1)):
+                overlap = np.bincount(labels[s][near], minlength=len(contact[s]) + 1)[1:]
+                if s != t and overlap.any():
+                    pooled.append(contact[s][overlap.argmax()])
+            pooled = np.array(pooled)
+            if np.isfinite(pooled).any():
+                out[t][inside] = np.nanmedian(pooled)
     return out
 
 

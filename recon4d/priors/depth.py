@@ -193,8 +193,9 @@ def sparse_depth(shape: tuple[int, int, int], viewmats: np.ndarray, points: np.n
     in at least ``min_views`` frames, when 4 or more are."""
     T, H, W = shape
     ok = np.isfinite(points).all(1)
-    if (ok & (vis.sum(0) >= min_views)).sum() >= 4:
-        ok &= vis.sum(0) >= min_views
+    seen_enough = ok & (vis.sum(0) >= min_views)
+    if seen_enough.sum() >= 4:
+        ok = seen_enough
     out = np.ones((T, H, W), np.float32)
     if ok.sum() < 4:
         warnings.warn("depth: no triangulated points (static camera?): fallback depth is constant", stacklevel=2)

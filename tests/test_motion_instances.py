@@ -66,3 +66,23 @@ def test_an_annotated_object_that_wins_no_majority_still_gets_the_gaussians_that
     assert (ids[:n] == 1).all()  # object 1 exists: no Gaussian won it a majority
     assert (ids[n:2 * n] == 2).all()
     assert (ids[2 * n:] == 0).all()  # object 2 won its majority: its part-time followers stay background
+
+
+def test_a_region_the_mask_loses_for_a_few_frames_keeps_its_id_and_one_elsewhere_does_not():
+    from recon4d.grounding.motion_instances import GAP_FRAMES
+
+    T, H, W = 20, 60, 100
+    dyn = np.zeros((T, H, W), bool)
+    for t in range(T):
+        dyn[t, 10:30, 20 + t:40 + t] = True  # a slow subject, 1 px a frame
+    dyn[8:13] = False  # no motion mask at all in frames 8-12 (as on DAVIS bear)
+    dyn[15:, 40:55, 70:90] = True  # a second subject that appears later, away from the first's last region
+    ids = motion_instances(dyn)
+    assert set(np.unique(ids[:8][dyn[:8]])) == set(np.unique(ids[13:15][dyn[13:15]])) == {1}
+    assert ids[16, 45, 80] not in (0, 1)
+    # A gap longer than GAP_FRAMES: the subject after it is a new id.
+    long = dyn.copy()
+    long[:, 40:55, 70:90] = False
+    long[2:3 + GAP_FRAMES] = False
+    ids = motion_instances(long)
+    assert ids[1, 20, 30] != ids[T - 1, 20, 50]

@@ -9,9 +9,16 @@ to frame where they overlap, are one id each. They then go the way annotations g
 (``objects.find_objects``): each dynamic Gaussian takes its majority id, and the
 object's centre and apparent size are read from its region in each frame.
 
+A region that overlaps nothing in the frame before is also matched against the last
+regions of ids that ended within ``GAP_FRAMES`` frames: where the mask loses a subject
+for a few frames (DAVIS bear, full ``cpu-preview`` fit: frames 37-41 have no motion
+mask at all), it is the same subject after the gap, not a second one ("the bear" was
+"ambiguous" between the bear before and the bear after).
+
 What it cannot do: two subjects whose regions touch, or overlap from one frame to the
 next, become one; a subject the motion mask misses in a frame is absent there (the
-masks' recall on real clips is well below their precision, see docs/decisions.md).
+masks' recall on real clips is well below their precision, see docs/decisions.md);
+a subject that moves more than its own extent across a gap is a new id after it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import numpy as np
 
 MIN_REGION = 0.001  # regions smaller than this share of the image are mask noise
 MIN_TOTAL = 0.05  # an id whose pixels over the clip are under this share of the largest id's is noise
+GAP_FRAMES = 10  # an id that ended at most this many frames before may go on in a region that overlaps its last one
+GAP_OVERLAP = 0.3  # ... when the two overlap in at least this share of the smaller of them
 
 
 def motion_instances(dynamic: np.ndarray) -> np.ndarray:
@@ -35,6 +44,12 @@ def motion_instances(dynamic: np.ndarray) -> np.ndarray:
             i = parent[i]
         return i
 
+    def join(a: int, b: int) -> None:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    last: dict[int, tuple[int, np.ndarray]] = {}  # region -> (frame, its pixels): each id's latest region
     for t in range(T):
         n, comp, stats, _ = cv2.connectedComponentsWithStats(dynamic[t].astype(np.uint8), connectivity=8)
         keep = np.nonzero(stats[:, cv2.CC_STAT_AREA] >= MIN_REGION * H * W)[0]
@@ -46,9 +61,10 @@ def motion_instances(dynamic: np.ndarray) -> np.ndarray:
         if t:
             both = (labels[t - 1] > 0) & (labels[t] > 0)
             for a, b in set(zip(labels[t - 1][both].tolist(), labels[t][both].tolist())):
-                ra, rb = root(a), root(b)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
+                join(a, b)
+            _bridge_gap(labels, t, last, root, join)
+        for region in ids[keep].tolist():
+            last[region] = (t, labels[t] == region)
     roots = np.array([root(i) for i in range(len(parent))])
     flat = roots[labels]
     area = np.bincount(flat.ravel(), minlength=len(parent))
@@ -58,3 +74,28 @@ def motion_instances(dynamic: np.ndarray) -> np.ndarray:
     kept = [r for r in order if area[r] > 0 and area[r] >= MIN_TOTAL * area.max()]
     new[kept] = np.arange(1, len(kept) + 1)
     return new[flat]
+
+
+def _bridge_gap(labels: np.ndarray, t: int, last: dict, root, join) -> None:
+    """Join each region of frame ``t`` that overlaps nothing in frame ``t - 1`` to the id whose last region,
+    at most ``GAP_FRAMES`` frames back and not in frame ``t - 1``, it overlaps most (``GAP_OVERLAP``)."""
+    alive = {root(r) for r in np.unique(labels[t - 1]).tolist() if r}
+    ended: dict[int, tuple[int, np.ndarray]] = {}
+    for region, (frame, pixels) in last.items():
+        r = root(region)
+        if r not in alive and t - frame <= GAP_FRAMES + 1 and (r not in ended or frame > ended[r][0]):
+            ended[r] = (frame, pixels)
+    if not ended:
+        return
+    for region in np.unique(labels[t]).tolist():
+        if not region or labels[t - 1][labels[t] == region].any():
+            continue
+        pixels = labels[t] == region
+        area = int(pixels.sum())
+        best, best_share = None, GAP_OVERLAP
+        for r, (_, old) in ended.items():
+            share = (pixels & old).sum() / max(min(area, int(old.sum())), 1)
+            if share >= best_share:
+                best, best_share = r, share
+        if best is not None:
+            join(region, best)

@@ -118,6 +118,28 @@ def test_straight_travel_with_one_end_frame_off_reads_straight():
                 ["left", "right", "moving straight and not turning", "no red cube there"]) == "moving straight and not turning"
 
 
+def test_a_path_half_that_barely_travels_has_no_measurable_turn():
+    # A walk that stalls: 0.6 m to the left, then sway in place (0.06 m either side, drifting 0.05 m),
+    # whose steps make up more than half the path's length. Read as a path, that is a 180-degree turn
+    # to the right (DAVIS bear's walk read as a 344-degree turn); the half the sway makes says nothing
+    # about a turn, so the turn is "cannot tell". The direction is still read.
+    T = 24
+    x = np.concatenate([np.linspace(0.3, -0.3, 12), np.full(12, -0.3)])
+    y = np.concatenate([np.zeros(12), 0.06 * (-1.0) ** np.arange(12) + 0.005 * np.arange(12)])
+    centres = np.stack([x, y, np.full(T, 0.4)], 1)
+    st = _scene(centres, np.zeros(T))
+    m = st.tracks[0].motion
+    assert m.moving and not m.turn_known, (m.reach, m.size)
+    for question, choices in (
+            ("Is the red cube turning to the left or right from its own perspective?",
+             ["left", "right", "moving straight and not turning", "no red cube there"]),
+            ("Is the red cube spinning clockwise or counter-clockwise?",
+             ["clockwise", "counter-clockwise", "not spinning", "no red cube there"])):
+        assert _ask(st, question, choices) == "cannot tell"
+    assert _ask(st, "From the camera perspective, what direction is the red cube moving towards?",
+                ["left", "right", "not moving", "no red cube there"]) == "left"
+
+
 def test_translation_directions_and_absent_objects():
     T = 24
     t = np.linspace(0, 1, T)[:, None]

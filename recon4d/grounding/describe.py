@@ -36,6 +36,8 @@ def turning_words(track: ObjectTrack) -> str:
     """Heading change for a moving object, spin for one that stays in place."""
     m = track.motion
     yaw = m.yaw_deg
+    if m.moving and not m.turn_known:
+        return "turns by an amount the path cannot show (a half of it travels under half the object's size)"
     if abs(yaw) < NOT_ROTATING_DEG:
         return f"{'keeps its heading' if m.moving else 'does not rotate'} (yaw {yaw:+.0f} deg)"
     sense = "left" if yaw > 0 else "right"

@@ -34,6 +34,7 @@ SEEN_SCALE = 0.1  # apparent size change (linear) that says the object came clos
 CAMERA_STILL = 0.05  # camera travel below this share of its distance to the scene: the camera does not move
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
             "above": "down", "below": "up"}
+_TURN_UNKNOWN = "a half of its path travels under half its size: the path's turn is not measurable"
 CAME_FROM = {"left": "right", "right": "left", "down": "above", "up": "below", "towards": "away", "away": "towards"}
 
 
@@ -173,6 +174,8 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     the way a viewer describes a car going round a roundabout.
     """
     m = t.motion
+    if m.moving and not m.turn_known:
+        return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
     if spin and m.moving and turn < SPIN_DEG:
         if turn < NO_SPIN_DEG:
@@ -200,6 +203,8 @@ def own_turn(t: ObjectTrack) -> tuple[str | None, str]:
     m = t.motion
     if not m.moving:
         return "not moving", "does not move, so it has no heading to turn"
+    if not m.turn_known:
+        return None, _TURN_UNKNOWN
     if abs(m.yaw_deg) < NOT_ROTATING_DEG:
         return "straight", f"yaw {m.yaw_deg:+.1f} deg"
     if abs(m.yaw_deg) < ROTATING_DEG:
@@ -224,6 +229,8 @@ def seen_turn(t: ObjectTrack, viewmats: np.ndarray, up: np.ndarray) -> tuple[str
     m = t.motion
     if not m.moving:
         return "not moving", "does not move"
+    if not m.turn_known:
+        return None, _TURN_UNKNOWN
     if abs(m.yaw_deg) < NOT_ROTATING_DEG:
         return "straight", f"yaw {m.yaw_deg:+.1f} deg"
     half = len(t.centres) // 2

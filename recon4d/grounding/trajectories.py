@@ -72,6 +72,7 @@ class Motion:
     spin_deg: float = 0.0  # the body's own rotation about up, moving or not (revolutions of a dancer)
     roll_deg: float = 0.0  # the body's own rotation about the line of sight, + = counter-clockwise as seen (flips)
     about_up: bool = True  # seen_rotation_deg is yaw_deg foreshortened by the view of up (else it is roll_deg)
+    turn_known: bool = True  # False: a moving object with a path half under half its size (``_path_turn``)
 
     @property
     def moving(self) -> bool:
@@ -211,10 +212,12 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
     roll = float((spins * -to_obj).sum()) if T > 1 else 0.0
     reach = float(np.linalg.norm(centres[:, None] - centres[None], axis=-1).max())
     moving = reach > MOVING * size
+    turn_known = True
     if moving:
         # A moving object's turning is the turning of its path: observable even when the
         # body is symmetric (a ball's fitted rotation about its own axis is noise).
-        yaw = _path_turn(centres, up)
+        yaw, shortest_half = _path_turn(centres, up)
+        turn_known = shortest_half >= 0.5 * MOVING * size  # each half: half of what makes a path a motion
     about_up = moving or abs(yaw) >= math.cos(math.radians(SPIN_ABOUT_UP_DEG)) * np.linalg.norm(total)
     if about_up:
         # A turn, or a spin about up, is seen as its rotation about up foreshortened by the
@@ -240,6 +243,7 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
         spin_deg=math.degrees(spin),
         roll_deg=math.degrees(roll),
         about_up=bool(about_up),
+        turn_known=bool(turn_known),
     )
     return heading, motion
 
@@ -254,8 +258,9 @@ def _least_travelling_centres(rots: np.ndarray, trans: np.ndarray, centroid: np.
     return np.einsum("tij,j->ti", rots, centroid + delta) + trans
 
 
-def _path_turn(centres: np.ndarray, up: np.ndarray) -> float:
-    """Signed total turn (radians, + = left about ``up``) of a path's horizontal travel.
+def _path_turn(centres: np.ndarray, up: np.ndarray) -> tuple[float, float]:
+    """Signed total turn (radians, + = left about ``up``) of a path's horizontal travel, and the shorter
+    of its two halves' net horizontal travel (the turn is the angle between the halves' directions).
 
     The travel directions of the path's two halves (split at half the distance
     travelled), each the least-squares direction over all of the half's frames;
@@ -264,7 +269,10 @@ def _path_turn(centres: np.ndarray, up: np.ndarray) -> float:
     the two ends: a centre a few per cent off in one end frame (the fit's
     reference frame, often the first, sits ~0.5% nearer or further than its
     neighbours) tilts a direction taken over a few frames by ten degrees or more
-    (docs/decisions.md).
+    (docs/decisions.md). Why the halves' travel is returned: a half that travels much less than the
+    object's size has a direction set by where the fit or the mask puts the centre of a walking
+    body from frame to frame, not by where it goes (DAVIS bear: a walk to the left read as a
+    344-degree turn, one half travelling 0.1 of the bear's size).
     """
     flat = centres - (centres @ up)[:, None] * up
     travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(flat, axis=0), axis=1))])
@@ -275,9 +283,10 @@ def _path_turn(centres: np.ndarray, up: np.ndarray) -> float:
         return frame @ points
 
     a, b = direction(flat[:middle + 1]), direction(flat[middle:])
+    shortest = float(min(np.linalg.norm(flat[middle] - flat[0]), np.linalg.norm(flat[-1] - flat[middle])))
     if np.linalg.norm(a) * np.linalg.norm(b) < 1e-12:
-        return 0.0
-    return 2.0 * math.atan2(float(np.cross(a, b) @ up), float(a @ b))
+        return 0.0, shortest
+    return 2.0 * math.atan2(float(np.cross(a, b) @ up), float(a @ b)), shortest
 
 
 def _headings(rots: np.ndarray, centres: np.ndarray, up: np.ndarray, path: float) -> np.ndarray:

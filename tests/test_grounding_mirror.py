@@ -202,7 +202,7 @@ def mirror_tracks(st):
         trans = t.trans @ R.T + w - rots @ w
         centres = t.centres @ R.T + w
         heading, motion = measure(rots, centres, t.motion.size, viewmats, up)
-        tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size))  # sizes: unchiral
+        tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size, t.visible_size))  # unchiral
     return SceneTracks(tracks, up, st.up_source, viewmats, None, st.global_note, st.instances_from, st.depth_evidence)
 
 

@@ -139,6 +139,17 @@ def test_apparent_size_decides_towards_or_away_with_the_cameras_approach_taken_o
     cut.seen_size = np.geomspace(20.0, 26.0, T)
     cut.seen_size[: T // 3] = np.nan  # never whole at the start: no comparison, the path decides
     assert _ask(_st(cut), question, choices) == "not moving"
+    # Cut by the image's edge in a third, its visible part bounds its size there from below: a clear
+    # bound decides, one that does not clear the margin leaves it to the path.
+    for grow, cut_third, word in ((1.4, "end", "towards the camera"), (1.05, "end", "not moving"),
+                                  (1 / 1.4, "start", "away from the camera"), (1 / 1.05, "start", "not moving")):
+        edge = _obj(np.zeros((T, 3)) + [0.0, 0.0, 0.4])
+        size = np.geomspace(20.0, 20.0 * grow, T)
+        edge.visible_size = 0.95 * size  # what the image shows of it: less than all of it where cut
+        edge.seen_size = size.copy()
+        edge.seen_size[-(T // 3):] = np.nan if cut_third == "end" else edge.seen_size[-(T // 3):]
+        edge.seen_size[: T // 3] = np.nan if cut_third == "start" else edge.seen_size[: T // 3]
+        assert _ask(_st(edge), question, choices) == word, (grow, cut_third)
     # A camera dollying in makes a still cube look bigger by exactly its approach: that is no motion of the cube.
     eyes = np.linspace([0.0, -6.0, 2.5], [0.0, -3.0, 1.45], T)
     views = np.stack([_view_from(e) for e in eyes])

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from recon4d.grounding.motion_instances import motion_instances
-from recon4d.grounding.seen import rendered_depth, seen_centres, seen_sizes
+from recon4d.grounding.seen import rendered_depth, seen_centres, seen_sizes, visible_sizes
 from recon4d.grounding.shape import estimate_shape
 from recon4d.scene_folder import SceneFolder
 
@@ -56,6 +56,7 @@ class ObjectInstance:
     label: str = ""  # how descriptions name it: "the red cube", or "object 2 (red cube)" when that repeats
     seen: np.ndarray | None = None  # [T, 3] world centre per frame as the input shows it (``seen.seen_centres``)
     seen_size: np.ndarray | None = None  # [T] apparent size per frame, NaN where cut (``seen.seen_sizes``)
+    visible_size: np.ndarray | None = None  # [T] size of the part in view, a lower bound (``seen.visible_sizes``)
 
     @property
     def looks(self) -> str:
@@ -218,6 +219,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
             obj.shape_note = "motion masks: outlines not trusted for a shape"
         obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths, size_depth)
         obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
+        obj.visible_size = visible_sizes(id_masks, obj.mask_id)
         objects.append(obj)
     for obj in objects:
         same = sum(o.looks == obj.looks for o in objects)

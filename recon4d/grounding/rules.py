@@ -130,12 +130,17 @@ def seen_approach(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, flo
 
 def seen_scale(t: ObjectTrack, viewmats: np.ndarray) -> float | None:
     """How many times bigger the object looks in the clip's last third than in its first, the camera's own
-    approach taken out; None without masks or with fewer than two whole frames in either third.
+    approach taken out; None without masks, or where the thirds' frames cannot say.
 
     Medians over each third, so that a few frames of a walking animal's changing outline
     do not decide. The camera's part: the factor by which the camera's travel alone
     changes its distance to where the object was at the start (fitted cameras and
     position; on a still camera it is exactly 1).
+    Where one third has fewer than two whole frames, the size of its visible part bounds
+    its size from below: a subject that comes closer until the frame cuts it (DAVIS
+    dance-twirl: whole for 35 of 70 frames) still looks bigger at the end, and one that
+    walks away out of a cut start still looks smaller. A bound that does not clear
+    ``SEEN_SCALE`` says nothing (None).
     """
     if t.seen_size is None:
         return None
@@ -144,9 +149,24 @@ def seen_scale(t: ObjectTrack, viewmats: np.ndarray) -> float | None:
     frames = np.arange(T)
     first = frames[:third][np.isfinite(t.seen_size[:third])]
     last = frames[T - third:][np.isfinite(t.seen_size[T - third:])]
-    if len(first) < 2 or len(last) < 2:
-        return None
-    looks = float(np.median(t.seen_size[last]) / np.median(t.seen_size[first]))
+    if len(first) >= 2 and len(last) >= 2:
+        return _size_ratio(t, viewmats, t.seen_size, first, t.seen_size, last)
+    visible = np.zeros(T) if t.visible_size is None else t.visible_size
+    if len(first) >= 2:  # the end is cut: its visible part says "at least this big"
+        cut = frames[T - third:][visible[T - third:] > 0]
+        ratio = None if len(cut) < 2 else _size_ratio(t, viewmats, t.seen_size, first, visible, cut)
+        return ratio if ratio is not None and ratio >= 1 + SEEN_SCALE else None
+    if len(last) >= 2:  # the start is cut: at least as big then as its visible part
+        cut = frames[:third][visible[:third] > 0]
+        ratio = None if len(cut) < 2 else _size_ratio(t, viewmats, visible, cut, t.seen_size, last)
+        return ratio if ratio is not None and ratio <= 1 / (1 + SEEN_SCALE) else None
+    return None
+
+
+def _size_ratio(t: ObjectTrack, viewmats: np.ndarray, sizes_a: np.ndarray, first: np.ndarray,
+                sizes_b: np.ndarray, last: np.ndarray) -> float:
+    """Median size over frames ``last`` over that over ``first``, the camera's own approach taken out."""
+    looks = float(np.median(sizes_b[last]) / np.median(sizes_a[first]))
     a, b = int(np.median(first)), int(np.median(last))
     eyes = camera_centres(viewmats[[a, b]])
     start = t.centres[a]

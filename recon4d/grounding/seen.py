@@ -92,6 +92,13 @@ def seen_sizes(masks: np.ndarray, mask_id: int, depths: dict[int, np.ndarray]) -
     return sizes
 
 
+def visible_sizes(masks: np.ndarray, mask_id: int) -> np.ndarray:
+    """Linear size ``[T]`` of the part of object ``mask_id`` each frame shows (square root of its pixel count,
+    0 where absent): cut by the image's edge or partly hidden, an object looks no bigger than it is, so this is
+    a lower bound of its apparent size where ``seen_sizes`` has none."""
+    return np.sqrt((masks == mask_id).reshape(len(masks), -1).sum(1).astype(np.float64))
+
+
 def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.ndarray, depth: np.ndarray,
                  depths: dict[int, np.ndarray], depth_from_size: bool = False) -> np.ndarray | None:
     """World centre ``[T, 3]`` of object ``mask_id`` per frame, or None when too few frames show it.

@@ -344,6 +344,10 @@ def test_a_noun_for_something_else_is_not_bound_to_the_only_moving_object():
     assert _ask(bike, pots, no_still, others) == "there are no flower pots in the video"
     assert _ask(bike, "What direction is the motorbike moving towards?", no_absent, others + (pots,)) == "left"
     assert _ask(bike, pots, no_absent) == "left"  # without the scene's other questions: the only moving object
+    # ... but a person and what they ride move as one: the rider of a clip about a motorbike is that object
+    rider = "What direction is the rider moving towards?"
+    assert _ask(bike, rider, no_absent, others) == "left"
+    assert _ask(bike, "What direction is the motorbike moving towards?", no_absent, (rider, rider, rider)) == "left"
 
 
 def test_several_objects_of_one_kind_are_a_group():

@@ -21,7 +21,8 @@ it. So a phrase binds by what it says that the geometry can check:
 
 And since nothing tells a motorbike from flower pots, a scene's questions are
 read together (``SceneNouns``): the fitted objects are taken to be what the
-scene's questions name most often; a bare noun for something else (the flower
+scene's questions name most often, or what that rides or who rides it (a person
+and their cart move as one); a bare noun for something else (the flower
 pots of a motorbike clip) is then not bound to them. A phrase with a colour, a
 place or a size picks by those instead.
 """
@@ -48,6 +49,11 @@ IRREGULAR = {"people": "person", "men": "man", "women": "woman", "children": "ch
 # Words for a person: one class for the scene's noun tally ("the dancer" and "the person" are one object).
 PERSON_NOUNS = {"person", "man", "woman", "boy", "girl", "child", "kid", "lady", "guy", "adult", "dancer", "rider",
                 "biker", "cyclist", "skater", "skier", "surfer", "runner", "player", "driver", "athlete", "swimmer"}
+# What a person rides or pushes: it moves as one body with them, so a clip's one moving object is both
+# "the person" and "the cart" (DAVIS soapbox's annotation is the cart with its riders, as a motocross
+# annotation is bike and rider).
+RIDDEN = {"bike", "bicycle", "motorbike", "motorcycle", "scooter", "skateboard", "snowboard", "surfboard", "cart",
+          "kart", "kayak", "canoe", "sled", "stroller", "wheelchair", "horse", "camel"}
 QUALIFIER = re.compile(r"\b(?:in|with|on|wearing|holding|without|of|that|who|near|at|from)\b")
 CLEAR_DEPTH = 1.15  # the nearest object must be this much nearer than the next to be "in the foreground"
 CLEAR_X = 0.05  # image-x gap (about 5% of the view's width) for "the one on the left"
@@ -124,7 +130,11 @@ class SceneNouns:
         return top[0][0]
 
     def names_objects(self, phrase: NounPhrase) -> bool:
-        return len(self.counts) <= 1 or phrase.kind == self.principal
+        """Whether a bare ``phrase`` may name the fitted objects: it is the principal class, or the principal
+        rides it or is its rider (``RIDDEN``)."""
+        if len(self.counts) <= 1 or phrase.kind == self.principal:
+            return True
+        return {phrase.kind, self.principal} & RIDDEN != set() and "person" in (phrase.kind, self.principal)
 
 
 @dataclass

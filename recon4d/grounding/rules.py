@@ -21,6 +21,7 @@ from recon4d.grounding.trajectories import (
     MOVING,
     NOT_ROTATING_DEG,
     ROTATING_DEG,
+    Motion,
     ObjectTrack,
     SceneTracks,
 )
@@ -221,15 +222,23 @@ def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
 def own_turn(t: ObjectTrack) -> tuple[str | None, str]:
     """Left / right from the object's own perspective: the sense of its path's turn about up."""
     m = t.motion
+    settled = _no_turn_to_read(m)
+    if settled is not None:
+        return settled
+    if abs(m.yaw_deg) < ROTATING_DEG:
+        return None, f"yaw {m.yaw_deg:+.1f} deg: in the uncertain band"
+    return ("left" if m.yaw_deg > 0 else "right"), f"yaw {m.yaw_deg:+.1f} deg"
+
+
+def _no_turn_to_read(m: Motion) -> tuple[str | None, str] | None:
+    """The answer of a turn question that needs no turn's sense (not moving, unmeasurable, straight), else None."""
     if not m.moving:
         return "not moving", "does not move, so it has no heading to turn"
     if not m.turn_known:
         return None, _TURN_UNKNOWN
     if abs(m.yaw_deg) < NOT_ROTATING_DEG:
         return "straight", f"yaw {m.yaw_deg:+.1f} deg"
-    if abs(m.yaw_deg) < ROTATING_DEG:
-        return None, f"yaw {m.yaw_deg:+.1f} deg: in the uncertain band"
-    return ("left" if m.yaw_deg > 0 else "right"), f"yaw {m.yaw_deg:+.1f} deg"
+    return None
 
 
 def _travel(points: np.ndarray) -> np.ndarray:
@@ -247,12 +256,9 @@ def seen_turn(t: ObjectTrack, viewmats: np.ndarray, up: np.ndarray) -> tuple[str
     path's two halves, each half seen by the camera at its middle frame.
     """
     m = t.motion
-    if not m.moving:
-        return "not moving", "does not move"
-    if not m.turn_known:
-        return None, _TURN_UNKNOWN
-    if abs(m.yaw_deg) < NOT_ROTATING_DEG:
-        return "straight", f"yaw {m.yaw_deg:+.1f} deg"
+    settled = _no_turn_to_read(m)
+    if settled is not None:
+        return settled
     half = len(t.centres) // 2
     lateral = []
     for lo, hi in ((0, half + 1), (half, len(t.centres))):

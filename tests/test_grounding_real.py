@@ -241,6 +241,11 @@ def test_jumps_are_counted_by_the_side_they_travel_to():
     assert _ask(st, "How many times does the horse jump to the left?", [1, 2, 0, 3]) == 0
     flat = _st(_obj(np.stack([x, np.zeros(T), np.full(T, 0.4)], 1)))
     assert _ask(flat, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == 0
+    # Rises of 0.25-0.50 sizes: maybe jumps. To the right, unsure; to the left, none whatever they are
+    low = 0.4 + 0.18 * np.abs(np.sin(np.linspace(0, 2 * math.pi, T)))
+    unsure = _st(_obj(np.stack([x, np.zeros(T), low], 1)))
+    assert _ask(unsure, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == CANNOT_TELL
+    assert _ask(unsure, "How many times does the horse jump to the left?", [1, 2, 0, 3]) == 0
 
 
 def test_steps_to_a_side_are_none_only_when_the_object_travels_the_other_way():

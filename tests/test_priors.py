@@ -476,9 +476,9 @@ def test_davis_tracks_stay_on_the_horse(tmp_path):
     assert stay["seeded_inside"] > 50 and stay["stay_within_3px"] >= 0.9 and stay["stay_strict"] >= 0.9
 
 
-def test_user_masks_keep_only_the_detected_regions_that_touch_them():
+def test_user_masks_keep_the_detected_regions_that_touch_them_or_hold_a_moving_track():
     """A detected region attached to an annotated object extends it; one far from every annotation
-    (sky or water flagged by the flow) is dropped."""
+    (sky or water flagged by the flow) is dropped, unless a track labelled moving lies in it (a bystander)."""
     user = np.zeros((1, 40, 60), bool)
     user[0, 10:20, 10:20] = True
     motion = np.zeros_like(user)
@@ -488,6 +488,10 @@ def test_user_masks_keep_only_the_detected_regions_that_touch_them():
     assert merged[0, 10:20, 10:20].all() and merged[0, 12:18, 19:26].all()
     assert not merged[0, 30:36, 45:55].any()
     assert merged.sum() == (user | (motion & (np.arange(60) < 30))).sum()
+    motion[0, 2:8, 40:50] = True  # detached too, but a moving track is in it
+    moving_xy = [np.array([[44.5, 4.5]])]  # (x, y) pixel positions
+    merged = merge_user(motion, user, moving_xy=moving_xy)
+    assert merged[0, 2:8, 40:50].all() and not merged[0, 30:36, 45:55].any()
 
 
 def test_fit_command_passes_frame_and_prior_options(synth_dir, tmp_path):

@@ -178,6 +178,11 @@ def pixels_np(cam_points: np.ndarray, K: np.ndarray) -> np.ndarray:
     return cam_points[..., :2] / np.maximum(cam_points[..., 2:], 1e-9) @ K[:2, :2].T + K[:2, 2]
 
 
+def pixel_cells_np(xy: np.ndarray, W: int, H: int) -> np.ndarray:
+    """Integer pixel ``(x, y)`` whose cell holds each position ``[..., 2]``, clipped into a ``W`` x ``H`` image."""
+    return np.clip(np.floor(xy).astype(int), 0, [W - 1, H - 1])
+
+
 def rodrigues(r: np.ndarray) -> np.ndarray:
     """Rotation matrices ``[N, 3, 3]`` from axis-angle vectors ``[N, 3]``."""
     theta = np.linalg.norm(r, axis=1)[:, None, None]

@@ -489,8 +489,8 @@ def test_user_masks_keep_the_detected_regions_that_touch_them_or_hold_a_moving_t
     assert not merged[0, 30:36, 45:55].any()
     assert merged.sum() == (user | (motion & (np.arange(60) < 30))).sum()
     motion[0, 2:8, 40:50] = True  # detached too, but a moving track is in it
-    moving_xy = [np.array([[44.5, 4.5]])]  # (x, y) pixel positions
-    merged = merge_user(motion, user, moving_xy=moving_xy)
+    moving_px = [np.array([[44, 4]])]  # (x, y) pixels
+    merged = merge_user(motion, user, moving_px=moving_px)
     assert merged[0, 2:8, 40:50].all() and not merged[0, 30:36, 45:55].any()
 
 

@@ -134,7 +134,7 @@ class SceneNouns:
         rides it or is its rider (``RIDDEN``)."""
         if len(self.counts) <= 1 or phrase.kind == self.principal:
             return True
-        return {phrase.kind, self.principal} & RIDDEN != set() and "person" in (phrase.kind, self.principal)
+        return bool({phrase.kind, self.principal} & RIDDEN) and "person" in (phrase.kind, self.principal)
 
 
 @dataclass

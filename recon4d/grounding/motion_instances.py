@@ -65,6 +65,8 @@ def motion_instances(dynamic: np.ndarray) -> np.ndarray:
             _bridge_gap(labels, t, last, root, join)
         for region in ids[keep].tolist():
             last[region] = (t, labels[t] == region)
+        for region in [r for r, (frame, _) in last.items() if t - frame > GAP_FRAMES]:
+            del last[region]  # too long ago to be bridged to: drop its pixels
     roots = np.array([root(i) for i in range(len(parent))])
     flat = roots[labels]
     area = np.bincount(flat.ravel(), minlength=len(parent))
@@ -83,14 +85,16 @@ def _bridge_gap(labels: np.ndarray, t: int, last: dict, root, join) -> None:
     ended: dict[int, tuple[int, np.ndarray]] = {}
     for region, (frame, pixels) in last.items():
         r = root(region)
-        if r not in alive and t - frame <= GAP_FRAMES + 1 and (r not in ended or frame > ended[r][0]):
+        if r not in alive and (r not in ended or frame > ended[r][0]):
             ended[r] = (frame, pixels)
     if not ended:
         return
     for region in np.unique(labels[t]).tolist():
-        if not region or labels[t - 1][labels[t] == region].any():
+        if not region:
             continue
         pixels = labels[t] == region
+        if labels[t - 1][pixels].any():
+            continue
         area = int(pixels.sum())
         best, best_share = None, GAP_OVERLAP
         for r, (_, old) in ended.items():

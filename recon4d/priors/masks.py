@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from recon4d.geometry import pixel_cells_np
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import sample
 
@@ -210,14 +211,14 @@ class MotionMasks:
         T, H, W = resid.shape
         kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
         near = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * self.edge_radius_px + 1,) * 2)
+        moving = None if tracks is None else [pixel_cells_np(tracks[0][t, tracks[1][t] & tracks[2]], W, H)
+                                              for t in range(T)]  # the dynamic tracks' pixels per frame
 
         def frame(t: int) -> np.ndarray:
             thresh = max(self.thresh_px, self.k_sigma * 1.4826 * np.median(resid[t]))
             seeds = resid[t] > thresh
-            if tracks is not None:
-                xy, vis, dyn = tracks
-                q = np.clip(np.floor(xy[t, vis[t] & dyn]).astype(int), 0, [W - 1, H - 1])
-                seeds[q[:, 1], q[:, 0]] = True
+            if moving is not None:
+                seeds[moving[t][:, 1], moving[t][:, 0]] = True
             low = (resid[t] > 0.5 * thresh) | seeds
             n, lab = cv2.connectedComponents(low.astype(np.uint8), connectivity=8)
             m = np.isin(lab, np.unique(lab[seeds & (lab > 0)])).astype(np.uint8)
@@ -231,15 +232,15 @@ class MotionMasks:
 
         masks = self.majority(np.stack(each_frame(frame, T)), fwd, bwd)
         if user is not None:
-            moving_xy = None if tracks is None else [tracks[0][t, tracks[1][t] & tracks[2]] for t in range(T)]
-            masks = merge_user(masks, user > 0, self.user_reach_px, moving_xy)
+            masks = merge_user(masks, user > 0, self.user_reach_px, moving)
         return masks, resid
 
 
 def merge_user(motion: np.ndarray, user: np.ndarray, reach_px: int = 3,
-               moving_xy: list[np.ndarray] | None = None) -> np.ndarray:
+               moving_px: list[np.ndarray] | None = None) -> np.ndarray:
     """Per frame, the user's masks plus the detected regions that touch them (within ``reach_px``) or hold
-    a moving track (``moving_xy[t]``: ``[n, 2]`` pixel positions of the tracks labelled moving, seen in frame t).
+    a moving track (``moving_px[t]``: ``[n, 2]`` integer pixels, ``geometry.pixel_cells_np``, of the tracks
+    labelled moving that frame t sees).
 
     Why not the plain union: the user's masks name the objects a user cares about, and a detected
     region away from all of them is mostly flow noise where the static test is weak
@@ -253,14 +254,12 @@ def merge_user(motion: np.ndarray, user: np.ndarray, reach_px: int = 3,
     """
     out = user.copy()
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach_px + 1, 2 * reach_px + 1))
-    H, W = user.shape[1:]
     for t in range(len(motion)):
         _, lab = cv2.connectedComponents(motion[t].astype(np.uint8), connectivity=8)
         near = cv2.dilate(user[t].astype(np.uint8), kernel) > 0
         keep = np.unique(lab[near & (lab > 0)])
-        if moving_xy is not None and len(moving_xy[t]):
-            q = np.clip(np.floor(moving_xy[t]).astype(int), 0, [W - 1, H - 1])
-            keep = np.union1d(keep, lab[q[:, 1], q[:, 0]])
+        if moving_px is not None:
+            keep = np.union1d(keep, lab[moving_px[t][:, 1], moving_px[t][:, 0]])
         out[t] |= np.isin(lab, keep) & (lab > 0)
     return out
 
@@ -302,6 +301,6 @@ class TrackMotion:
 def track_dynamic(masks: np.ndarray, xy: np.ndarray, vis: np.ndarray, frac: float = 0.5) -> np.ndarray:
     """``[P]`` bool: a track is dynamic when it lies in the dynamic mask in at least ``frac`` of its visible frames."""
     T, H, W = masks.shape
-    q = np.clip(np.floor(xy).astype(int), 0, [W - 1, H - 1])
+    q = pixel_cells_np(xy, W, H)
     inside = masks[np.arange(T)[:, None], q[..., 1], q[..., 0]] & vis
     return inside.sum(0) >= frac * np.maximum(vis.sum(0), 1)

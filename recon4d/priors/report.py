@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from recon4d.geometry import pixels_np, umeyama
+from recon4d.geometry import pixel_cells_np, pixels_np, umeyama
 
 if TYPE_CHECKING:
     from recon4d.priors.camera import CameraResult
@@ -202,7 +202,7 @@ def mask_stay(mask: np.ndarray, xy: np.ndarray, vis: np.ndarray, seeds: np.ndarr
     import cv2
 
     T, H, W = mask.shape
-    q = np.clip(np.floor(xy).astype(int), 0, [W - 1, H - 1])
+    q = pixel_cells_np(xy, W, H)
     kern = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * tol_px + 1, 2 * tol_px + 1))
     dil = np.stack([cv2.dilate(m.astype(np.uint8), kern) > 0 for m in mask])
     t = np.arange(T)[:, None]

@@ -178,13 +178,15 @@ def mask_depths(tracks: np.ndarray, ids: np.ndarray, viewmats: np.ndarray) -> di
 
 
 def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarray,
-                 masks: Path | None = None, pitch_known: bool = True) -> tuple[list[ObjectInstance], str]:
+                 masks: Path | None = None, pitch_known: bool = True,
+                 depth_evidence: bool = True) -> tuple[list[ObjectInstance], str]:
     """Instances of the fitted scene and how they were found ("id masks at <path>" or "the priors' motion masks").
 
     ``tracks`` are the dynamic Gaussian means per frame ``[T, N, 3]``; ``up`` is the
     world's unit up vector (the shape test looks at silhouettes upright; ``pitch_known`` false when it
     is the first camera's guess); ``data``
-    the scene data (``load_scene_data``), whose dynamic mask stands in for id masks.
+    the scene data (``load_scene_data``), whose dynamic mask stands in for id masks. ``depth_evidence``
+    false: the depth prior gave moving objects no depth of their own (``SceneTracks.depth_evidence``).
     """
     folder = masks or mask_source(scene_dir)
     K, viewmats = data.K.numpy().astype(np.float64), data.viewmats.numpy().astype(np.float64)
@@ -201,8 +203,11 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     mask_K = np.diag([id_masks.shape[2] / data.width, id_masks.shape[1] / data.height, 1.0]) @ K
     depths = mask_depths(tracks, ids, viewmats)
     fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
-    # A constant depth prior carries no distance: an annotated outline's size does (a motion mask's does not)
-    size_depth = folder is not None and bool(data.depth.max() - data.depth.min() <= 1e-6 * data.depth.max())
+    # A depth prior that gives a moving object no distance of its own (a constant one, or the offline sparse
+    # depth's, the surrounding surface's) leaves its distance to the annotated outline's size (a motion mask's
+    # outline is the moving pixels', not the object's)
+    constant = bool(data.depth.max() - data.depth.min() <= 1e-6 * data.depth.max())
+    size_depth = folder is not None and (constant or not depth_evidence)
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
     objects = []

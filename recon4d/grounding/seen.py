@@ -107,8 +107,9 @@ def seen_centres(masks: np.ndarray, mask_id: int, K: np.ndarray, viewmats: np.nd
     resolution of ``depth`` ``[T, H, W]`` (``rendered_depth``; NaN or <= 0 where
     unknown); ``depths`` the per-frame camera depth of every mask id (for
     ``whole_frames``' occlusion order). ``depth_from_size``: the fit's depth holds
-    no information (a constant depth prior: a camera that does not translate and no
-    depth model), so the distance changes with the inverse apparent size (the square
+    no information on the object's own distance (a constant depth prior: a camera that does not translate
+    and no depth model; or the offline sparse depth, which gives a moving object the depth of the static
+    surface around it), so the distance changes with the inverse apparent size (the square
     root of the mask's area, its quadratic trend over the clip) about the fitted depth's
     median, as a rigid body's does.
     """

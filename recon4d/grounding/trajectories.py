@@ -388,11 +388,12 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
         up /= np.linalg.norm(up)
     else:
         up, up_source = estimate_up(static, viewmats[0])
-    objects, how = find_objects(scene, data, scene_dir, dyn, up, masks, pitch_known=up_source != UP_GUESSED)
+    depth_evidence = not from_sparse_fallback(np.load(folder.depth))
+    objects, how = find_objects(scene, data, scene_dir, dyn, up, masks, pitch_known=up_source != UP_GUESSED,
+                                depth_evidence=depth_evidence)
     K = data.K.numpy().astype(np.float64)
     tracks = [track_object(o, dyn, opacities, ref, viewmats, up,
                            observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height))
               for o in objects]
     global_viewmat, note = global_frame(scene, data)
-    sparse = from_sparse_fallback(np.load(folder.depth))
-    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how, depth_evidence=not sparse)
+    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how, depth_evidence=depth_evidence)

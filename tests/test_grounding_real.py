@@ -311,6 +311,11 @@ def test_foreground_background_and_left_right_pick_by_depth_and_image_side():
     assert _ask(st, "From the camera perspective, what direction is the camel in the foreground moving towards?", choices) == "left"
     assert _ask(st, "From the camera perspective, what direction is the camel in the background moving towards?", choices) == "right"
     assert _ask(st, "What direction is the camel moving towards?", choices) == CANNOT_TELL  # two alike: which?
+    # One moving camel: it is the clip's subject; the one "in the background" is another, there and still
+    alone = _st(near)
+    assert _ask(alone, "From the camera perspective, what direction is the camel in the foreground moving towards?", choices) == "left"
+    assert _ask(alone, "From the camera perspective, what direction is the camel in the background moving towards?", choices) == "not moving"
+    assert _ask(alone, "How many camels in the background are moving to the left?", [0, 1, 2, 3]) == 0
     left = _obj(_line([-2.0, 0.0, 0.4], [-2.0, 0.0, 2.4]))
     right = _obj(_line([2.0, 0.0, 2.4], [2.0, 0.0, 0.4]))
     updown = ["right", "left", "downhill", "uphill"]

@@ -13,7 +13,10 @@ it. So a phrase binds by what it says that the geometry can check:
   only chooses among several objects: the median colour of a fitted person is
   not the colour of their shirt;
 - "in the foreground / background", "the left one", "the bigger one" choose the
-  nearest / farthest / leftmost / largest, when the gap is clear;
+  nearest / farthest / leftmost / largest, when the gap is clear; with one moving
+  object, a phrase that sets its thing behind ("the people in the background")
+  names something other than that object, the clip's subject: it is there (the
+  phrase says where) and it does not move;
 - a bare noun binds to the only object, or to the clearly most prominent one
   (twice the Gaussians of any other: a car and its shadow); a shape noun whose
   shape nothing knows (no id masks) binds by its colour alone;
@@ -139,7 +142,8 @@ class SceneNouns:
 
 @dataclass
 class Binding:
-    """The object(s) a phrase names. ``status``: bound, group, absent, ambiguous, unsure, other or empty."""
+    """The object(s) a phrase names. ``status``: bound, group, absent, ambiguous, unsure, other, empty or still
+    (present, not one of the moving objects)."""
 
     status: str
     why: str
@@ -173,6 +177,9 @@ def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: boo
         if np_.colours and len(cands) > 1:
             coloured = [t for t in cands if t.obj.colour in np_.colours]
             cands = coloured or cands
+        if np_.place == "far" and len(cands) == 1:
+            return Binding("still", f"'{name}': set behind the one moving object, which is the clip's subject: "
+                                    "something else, there and still")
     cands, why = _by_place(np_, cands, st.viewmats)
     if cands is None:
         return why

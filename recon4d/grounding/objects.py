@@ -204,10 +204,10 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     depths = mask_depths(tracks, ids, viewmats)
     fitted_depth = rendered_depth(scene, data)  # rendered at the input resolution: intrinsics K
     # A depth prior that gives a moving object no distance of its own (a constant one, or the offline sparse
-    # depth's, the surrounding surface's) leaves its distance to the annotated outline's size (a motion mask's
-    # outline is the moving pixels', not the object's)
+    # depth's, the surrounding surface's) leaves its distance to its outline's size: an annotated outline's, or
+    # a motion mask's (the moving pixels', not quite the object's, but still the object's own evidence)
     constant = bool(data.depth.max() - data.depth.min() <= 1e-6 * data.depth.max())
-    size_depth = folder is not None and (constant or not depth_evidence)
+    size_depth = constant or not depth_evidence
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
     objects = []

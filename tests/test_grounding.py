@@ -322,7 +322,7 @@ def test_seen_centres_take_the_distance_from_the_apparent_size_when_the_depth_is
     approaching object's seen travel points the true way only when its distance follows its apparent size.
 
     Under the offline sparse depth each moving region has the depth of the static surface around it
-    (``objects_at_contact_depth``), and the answerer lifts annotated objects by their apparent size there too;
+    (``objects_at_contact_depth``), and the answerer lifts every object by its outline's size there too;
     built from the exact depth around the object, that contact depth follows the approach as well, and the
     size's lifting loses nothing against it (on real clips the surroundings are a few triangulated points, and
     the size is the better of the two: docs/decisions.md)."""

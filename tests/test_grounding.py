@@ -182,7 +182,17 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
     head_on = _scene(np.array([0.0, 1.0, 0.4]) - t * [0.0, 2.0, 0.0], np.zeros(T))
     assert _ask(head_on, q, choices) == "towards the camera"
     assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, choices) == CANNOT_TELL
-    assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, ["left", "right", "staying in place", "up"]) == CANNOT_TELL
+    in_place = ["left", "right", "staying in place", "up"]
+    assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, in_place) == CANNOT_TELL
+    # The outline's apparent size is the depth evidence left: growing as a body coming from 7 to 5 m away
+    # does, it still says "not in place"; kept while the offline depth wanders off by a metre, "in place".
+    eye = -VIEW[:3, :3].T @ VIEW[:3, 3]
+    head_on.tracks[0].seen_size = 100.0 / np.linalg.norm(head_on.tracks[0].centres - eye, axis=1)
+    assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, in_place) == CANNOT_TELL
+    wanders = _scene(np.array([0.0, 0.0, 0.4]) + t * [0.0, 1.0, 0.0], np.zeros(T))
+    wanders.tracks[0].seen_size = np.full(T, 20.0)
+    assert _ask(wanders, q, choices) == "away from the camera"  # the depth as evidence
+    assert _ask(dataclasses.replace(wanders, depth_evidence=False), q, in_place) == "staying in place"
 
 
 def test_unsupported_questions_say_cannot_tell():

@@ -126,9 +126,9 @@ def scene_nouns(entries: list[dict]) -> SceneNouns:
 PAIR_KINDS = {"pair_heading", "pair_gap", "leading", "relative_heading"}
 EVENT_COUNTS = {"count_jumps", "count_moves", "count_steps", "count_turns", "count_revolutions"}
 PER_OBJECT = {
-    "direction": lambda t, st, o, p: rules.direction(t, o, st.depth_evidence),
-    "origin": lambda t, st, o, p: rules.origin(t, o, st.depth_evidence),
-    "facing": lambda t, st, o, p: rules.facing(t, o, st.depth_evidence),
+    "direction": lambda t, st, o, p: rules.direction(t, o, st.depth_evidence, st.viewmats),
+    "origin": lambda t, st, o, p: rules.origin(t, o, st.depth_evidence, st.viewmats),
+    "facing": lambda t, st, o, p: rules.facing(t, o, st.depth_evidence, st.viewmats),
     "distance": lambda t, st, o, p: rules.distance(t, st.viewmats),
     "vertical": lambda t, st, o, p: rules.vertical(t),
     "rotation": lambda t, st, o, p: rules.rotation(t, p.get("spin", False)),

@@ -39,7 +39,8 @@ _TURN_UNKNOWN = "a half of its path travels under half its size: the path's turn
 CAME_FROM = {"left": "right", "right": "left", "down": "above", "up": "below", "towards": "away", "away": "towards"}
 
 
-def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True) -> tuple[str | None, str]:
+def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
+              viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Dominant camera-frame direction among the offered axes, or None when no axis dominates.
 
     Only the axes the choices offer compete: the choices say which axes the answer lies on, and
@@ -50,7 +51,9 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True) ->
     ``depth_evidence`` false (the offline sparse depth, which gives a moving object the depth of
     the static surface around it): the travel in depth is no evidence, so it neither competes nor
     counts in the net travel, and the answer is the image plane's; an object that travels in the
-    image by less than its size is then not known to stay in place (it may be coming closer).
+    image by less than its size is then not known to stay in place (it may be coming closer), unless
+    its apparent size (``seen_scale``, with the cameras ``viewmats``) stays within ``SEEN_SCALE``: an
+    object that neither crosses the image nor grows or shrinks in it stays where it is.
     """
     m = t.motion
     if not m.moving:
@@ -61,8 +64,11 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True) ->
     net = float(np.linalg.norm([v for v, *_ in axes.values()]))
     if net < MOVING * m.size:  # moved about but ended where it began (a dancer staying in place)
         if not depth_evidence and abs(depth) >= MOVING * m.size:
-            return None, (f"net travel {net:.2f} in the image plane, within the object's size {m.size:.2f}; its "
-                          f"travel in depth ({depth:+.2f}) is the offline depth's, no evidence")
+            why = f"net travel {net:.2f} in the image plane, within the object's size {m.size:.2f}"
+            scale = None if viewmats is None else seen_scale(t, viewmats)
+            if scale is not None and abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+                return "not moving", f"{why}, and it looks {scale:.2f}x as big at the end"
+            return None, f"{why}; its travel in depth ({depth:+.2f}) is the offline depth's, no evidence"
         return "not moving", f"net travel {net:.2f} within the object's size {m.size:.2f}"
     asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
     best = max(asked, key=lambda n: abs(axes[n][0]), default=None)
@@ -77,9 +83,10 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True) ->
     return (pos if v > 0 else neg), f"{best} {v:+.2f}, others at most {others:.2f}"
 
 
-def origin(t: ObjectTrack, offered: set[str], depth_evidence: bool = True) -> tuple[str | None, str]:
+def origin(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
+           viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Where the object came from: the side opposite its direction of travel ("came from the left": moves right)."""
-    label, why = direction(t, {OPPOSITE[o] for o in offered if o in OPPOSITE}, depth_evidence)
+    label, why = direction(t, {OPPOSITE[o] for o in offered if o in OPPOSITE}, depth_evidence, viewmats)
     if label == "not moving" or label is None:
         return label, why
     return CAME_FROM[label], f"moves {label}; {why}"
@@ -272,11 +279,12 @@ def seen_turn(t: ObjectTrack, viewmats: np.ndarray, up: np.ndarray) -> tuple[str
     return ("right" if swing > 0 else "left"), f"heading's lateral part {lateral[0]:+.2f} -> {lateral[1]:+.2f}"
 
 
-def facing(t: ObjectTrack, offered: set[str], depth_evidence: bool = True) -> tuple[str | None, str]:
+def facing(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
+           viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Which way an object faces: the way it travels (a still object's front is not in the geometry)."""
     if not t.motion.moving:
         return None, "does not move: its front is not observable"
-    return direction(t, offered, depth_evidence)
+    return direction(t, offered, depth_evidence, viewmats)
 
 
 def camera_move(st: SceneTracks, target: ObjectTrack | None, offered: set[str]) -> tuple[str | None, str]:

@@ -202,7 +202,8 @@ def mirror_tracks(st):
         trans = t.trans @ R.T + w - rots @ w
         centres = t.centres @ R.T + w
         heading, motion = measure(rots, centres, t.motion.size, viewmats, up)
-        tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size, t.visible_size))  # unchiral
+        spin = None if t.seen_spin is None else -t.seen_spin  # a sense of turning: chiral (the sizes are not)
+        tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size, t.visible_size, spin))
     return SceneTracks(tracks, up, st.up_source, viewmats, None, st.global_note, st.instances_from, st.depth_evidence)
 
 

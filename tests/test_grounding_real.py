@@ -186,6 +186,52 @@ def test_spinning_asks_for_a_spin_and_an_edge_on_turn_has_its_sense_from_above()
                     ["counter-clockwise", "clockwise", "not moving", "there are no cars"]) == sense
 
 
+def _spinning_outline_flow(turn: float, travel: float, frames: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Id masks ``[frames, 80, 160]`` of an upright cylinder 40 px wide that moves ``travel`` px a frame, and the
+    forward flow ``[frames-1, 80, 160, 2]`` of its near surface turning by ``turn`` radians a frame about its axis."""
+    masks = np.zeros((frames, 80, 160), np.uint8)
+    flow = np.zeros((frames - 1, 80, 160, 2), np.float32)
+    x = np.arange(160)
+    for t in range(frames):
+        axis = 60.0 + travel * t
+        inside = np.abs(x + 0.5 - axis) < 20.0
+        masks[t, 20:60, inside] = 1
+        if t < frames - 1:
+            flow[t, 20:60, inside, 0] = travel + turn * np.sqrt(np.maximum(400.0 - (x[inside] + 0.5 - axis) ** 2, 0.0))
+    return masks, flow
+
+
+def test_the_turn_seen_across_an_outline_is_the_bodys_spin_and_not_its_travel():
+    from recon4d.grounding.seen import seen_spin
+
+    for turn in (0.05, -0.08):  # radians a frame: counter-clockwise, clockwise from above
+        masks, flow = _spinning_outline_flow(turn, travel=0.0)
+        assert np.allclose(seen_spin(masks, 1, flow), turn, rtol=0.05)
+        masks, flow = _spinning_outline_flow(turn, travel=4.0)  # turning while it crosses the image
+        assert np.allclose(seen_spin(masks, 1, flow), turn, rtol=0.05)
+    masks, flow = _spinning_outline_flow(0.0, travel=4.0)
+    assert np.allclose(seen_spin(masks, 1, flow), 0.0, atol=1e-3)
+    assert np.isnan(seen_spin(masks, 2, flow)).all()  # an id the masks do not show
+
+
+def test_a_body_that_stays_in_place_spins_the_way_its_outline_is_seen_to_turn():
+    # A dancer whose fitted depth drifts away (the offline depth's wobble) while it stays put in the image, its
+    # path not turning: "not spinning" from the path; the image shows 1.5 turns clockwise across its outline:
+    # that decides. A body that travels keeps the path's answer (a running animal's legs drift the reading).
+    q, choices = "Is the dancer spinning clockwise or counter-clockwise?", ["not spinning", "clockwise", "counter-clockwise", "both ways"]
+    dancer = _obj(_line([0.0, 0.0, 0.4], [0.0, 0.8, 0.4]))
+    assert dancer.motion.moving and _ask(_st(dancer), q, choices) == "not spinning"
+    dancer.seen_spin = np.full(T - 1, -1.5 * 2 * math.pi / (T - 1))
+    assert _ask(_st(dancer), q, choices) == "clockwise"
+    dancer.seen_spin = -dancer.seen_spin
+    assert _ask(_st(dancer), q, choices) == "counter-clockwise"
+    dancer.seen_spin = np.full(T - 1, 0.3 * 2 * math.pi / (T - 1))  # under half a turn: the path's answer stands
+    assert _ask(_st(dancer), q, choices) == "not spinning"
+    runner = _obj(_line([0.0, 0.0, 0.4], [1.6, 0.0, 0.4]))
+    runner.seen_spin = np.full(T - 1, -1.5 * 2 * math.pi / (T - 1))
+    assert _ask(_st(runner), q, choices) == "not spinning"
+
+
 def test_moving_about_and_ending_where_it_began_is_staying_in_place():
     out, back = _line([0.0, 0.0, 0.4], [0.8, 0.0, 0.4], T // 2), _line([0.8, 0.0, 0.4], [0.0, 0.0, 0.4], T // 2)
     st = _st(_obj(np.concatenate([out, back])))

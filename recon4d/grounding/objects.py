@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from recon4d.grounding.motion_instances import motion_instances
-from recon4d.grounding.seen import rendered_depth, seen_centres, seen_sizes, visible_sizes
+from recon4d.grounding.seen import rendered_depth, seen_centres, seen_sizes, seen_spin, visible_sizes
 from recon4d.grounding.shape import estimate_shape
 from recon4d.scene_folder import SceneFolder
 
@@ -57,6 +57,7 @@ class ObjectInstance:
     seen: np.ndarray | None = None  # [T, 3] world centre per frame as the input shows it (``seen.seen_centres``)
     seen_size: np.ndarray | None = None  # [T] apparent size per frame, NaN where cut (``seen.seen_sizes``)
     visible_size: np.ndarray | None = None  # [T] size of the part in view, a lower bound (``seen.visible_sizes``)
+    seen_spin: np.ndarray | None = None  # [T-1] turn about the image's vertical per frame (``seen.seen_spin``)
 
     @property
     def looks(self) -> str:
@@ -208,6 +209,8 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     # a motion mask's (the moving pixels', not quite the object's, but still the object's own evidence)
     constant = bool(data.depth.max() - data.depth.min() <= 1e-6 * data.depth.max())
     size_depth = constant or not depth_evidence
+    flow_file = SceneFolder(scene_dir).flow
+    flow = np.load(flow_file)["forward"] if flow_file.is_file() else None
     colours = scene.dynamic.colors.detach().numpy()
     opacities = scene.dynamic.opacities.detach().numpy().reshape(-1)
     objects = []
@@ -225,6 +228,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
         obj.seen = seen_centres(id_masks, obj.mask_id, K, viewmats, fitted_depth, depths, size_depth)
         obj.seen_size = seen_sizes(id_masks, obj.mask_id, depths)
         obj.visible_size = visible_sizes(id_masks, obj.mask_id)
+        obj.seen_spin = None if flow is None else seen_spin(id_masks, obj.mask_id, flow)
         objects.append(obj)
     for obj in objects:
         same = sum(o.looks == obj.looks for o in objects)

@@ -200,8 +200,15 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     ``EDGE_ON`` of the turn: a camera within ~6 degrees of level, as in most
     hand-held clips) shows no sense; the sense is then the one seen from above,
     the way a viewer describes a car going round a roundabout.
+    A body that the fit has wobbling about (a dancer whose outline grows and
+    shrinks) but that stays in place in the image and is seen to turn by
+    ``SPIN_DEG`` or more across its outline (``seen_spin_turns``) spins that way.
     """
     m = t.motion
+    if spin and m.moving:
+        seen = seen_spin_turns(t)
+        if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
+            return ("counter-clockwise" if seen > 0 else "clockwise"), f"stays in place and is seen to turn {seen:+.2f} turns"
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
@@ -219,6 +226,19 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
         return (("counter-clockwise" if m.yaw_deg > 0 else "clockwise"),
                 f"yaw {m.yaw_deg:+.1f} deg seen edge-on ({m.seen_rotation_deg:+.1f} deg): the sense from above")
     return ("counter-clockwise" if m.seen_rotation_deg > 0 else "clockwise"), f"seen rotation {m.seen_rotation_deg:+.1f} deg"
+
+
+def seen_spin_turns(t: ObjectTrack) -> float | None:
+    """Turns (+ = counter-clockwise from above) the image shows across the object's outline
+    (``seen.seen_spin``), for an object whose net travel in the image plane stays within its size; None
+    for one that travels (its legs and changing outline drift the reading) or where the masks do not show it."""
+    m = t.motion
+    if t.seen_spin is None or np.hypot(m.lateral, m.rise) >= MOVING * m.size:
+        return None
+    shown = np.isfinite(t.seen_spin)
+    if shown.sum() < 0.5 * len(t.seen_spin):
+        return None
+    return float(np.nanmean(t.seen_spin) * len(t.seen_spin) / (2 * math.pi))
 
 
 def own_direction(t: ObjectTrack) -> tuple[str | None, str]:

@@ -91,6 +91,7 @@ class ObjectTrack:
     motion: Motion
     seen_size: np.ndarray | None = None  # [T] apparent size as the id masks show it, NaN where cut; None without masks
     visible_size: np.ndarray | None = None  # [T] size of the part in view (a lower bound where cut); None without masks
+    seen_spin: np.ndarray | None = None  # [T-1] turn about the image's vertical per frame pair; None without masks
 
     def centres_in(self, viewmat: np.ndarray) -> np.ndarray:
         """Centres ``[T, 3]`` in the axes of one camera (world-to-camera ``viewmat``)."""
@@ -102,7 +103,9 @@ class ObjectTrack:
         heading, motion = measure(rots, centres, self.motion.size, viewmats[lo:hi], up)
         seen_size = None if self.seen_size is None else self.seen_size[lo:hi]
         visible_size = None if self.visible_size is None else self.visible_size[lo:hi]
-        return ObjectTrack(self.obj, rots, self.trans[lo:hi], centres, heading, motion, seen_size, visible_size)
+        seen_spin = None if self.seen_spin is None else self.seen_spin[lo:max(lo, hi - 1)]
+        return ObjectTrack(self.obj, rots, self.trans[lo:hi], centres, heading, motion, seen_size, visible_size,
+                           seen_spin)
 
     def in_heading_frame(self, points: np.ndarray, up: np.ndarray) -> np.ndarray:
         """Points ``[T, 3]`` (world, one per frame) as (forward, left, up) from this object at each frame."""
@@ -188,7 +191,7 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         if observed is not None:
             rots, centres = _hold_unobserved(rots, centres, observed)
     heading, motion = measure(rots, centres, size, viewmats, up)
-    return ObjectTrack(obj, rots, trans, centres, heading, motion, obj.seen_size, obj.visible_size)
+    return ObjectTrack(obj, rots, trans, centres, heading, motion, obj.seen_size, obj.visible_size, obj.seen_spin)
 
 
 def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.ndarray,

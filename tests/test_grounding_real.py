@@ -214,15 +214,17 @@ def test_the_turn_seen_across_an_outline_is_the_bodys_spin_and_not_its_travel():
     assert np.isnan(seen_spin(masks, 2, flow)).all()  # an id the masks do not show
 
 
-def test_a_body_that_stays_in_place_spins_the_way_its_outline_is_seen_to_turn():
+def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn():
     # A dancer whose fitted depth drifts away (the offline depth's wobble) while it stays put in the image, its
     # path not turning: "not spinning" from the path; the image shows 1.5 turns clockwise across its outline:
     # that decides. A body that travels keeps the path's answer (a running animal's legs drift the reading).
     q, choices = "Is the dancer spinning clockwise or counter-clockwise?", ["not spinning", "clockwise", "counter-clockwise", "both ways"]
     dancer = _obj(_line([0.0, 0.0, 0.4], [0.0, 0.8, 0.4]))
     assert dancer.motion.moving and _ask(_st(dancer), q, choices) == "not spinning"
+    assert _ask(_st(dancer), "How many objects are spinning in place?", [0, 1, 2, 3]) == 0
     dancer.seen_spin = np.full(T - 1, -1.5 * 2 * math.pi / (T - 1))
     assert _ask(_st(dancer), q, choices) == "clockwise"
+    assert _ask(_st(dancer), "How many objects are spinning in place?", [0, 1, 2, 3]) == 1
     dancer.seen_spin = -dancer.seen_spin
     assert _ask(_st(dancer), q, choices) == "counter-clockwise"
     dancer.seen_spin = np.full(T - 1, 0.3 * 2 * math.pi / (T - 1))  # under half a turn: the path's answer stands

@@ -200,15 +200,16 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     ``EDGE_ON`` of the turn: a camera within ~6 degrees of level, as in most
     hand-held clips) shows no sense; the sense is then the one seen from above,
     the way a viewer describes a car going round a roundabout.
-    A body that the fit has wobbling about (a dancer whose outline grows and
-    shrinks) but that stays in place in the image and is seen to turn by
-    ``SPIN_DEG`` or more across its outline (``seen_spin_turns``) spins that way.
+    Before all that: a body that stays in place in the image and is seen to turn
+    by ``SPIN_DEG`` or more across its outline (``seen_spin_turns``) rotates that
+    way, even where the fit has it wobbling about (a dancer whose outline grows
+    and shrinks; a spinning cube found by its motion masks, whose centre wanders
+    with the moving edges) and its path's turn is noise.
     """
     m = t.motion
-    if spin and m.moving:
-        seen = seen_spin_turns(t)
-        if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
-            return ("counter-clockwise" if seen > 0 else "clockwise"), f"stays in place and is seen to turn {seen:+.2f} turns"
+    seen = seen_spin_turns(t)
+    if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
+        return ("counter-clockwise" if seen > 0 else "clockwise"), f"stays in place and is seen to turn {seen:+.2f} turns"
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
@@ -447,7 +448,10 @@ def still(t: ObjectTrack) -> tuple[bool | None, str]:
 
 
 def spinning(t: ObjectTrack) -> tuple[bool | None, str]:
-    """Spinning in place: still, and rotating about up."""
+    """Spinning in place: still (or staying in place in the image and seen to turn there), and rotating about up."""
+    seen = seen_spin_turns(t)
+    if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
+        return True, f"stays in place and is seen to turn {seen:+.2f} turns"
     label, why = rotation(t)
     if label is None:
         return None, why

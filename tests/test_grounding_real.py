@@ -396,19 +396,31 @@ def test_a_bare_noun_binds_the_clearly_most_prominent_object():
 def test_a_noun_for_something_else_is_not_bound_to_the_only_moving_object():
     bike = _st(_obj(_line([1.0, 0.0, 0.4], [-1.0, 0.0, 0.4])))
     others = ("What direction is the motorbike moving towards?", "Is the motorbike coming closer or moving further away?")
-    pots = "What direction are the flower pots moving towards?"
+    dogs = "What direction are the dogs moving towards?"
     no_absent = ["towards the camera", "right", "left", "not moving"]
-    assert _ask(bike, pots, no_absent, others) == "not moving"
-    assert _ask(bike, pots, no_absent[1:] + ["there are no flower pots in the video"], others) == CANNOT_TELL
+    assert _ask(bike, dogs, no_absent, others) == "not moving"
+    assert _ask(bike, dogs, no_absent[1:] + ["there are no dogs in the video"], others) == CANNOT_TELL
     # still is not among the choices: of "still or absent", absent is left
-    no_still = ["there are no flower pots in the video", "right", "left", "going further away"]
-    assert _ask(bike, pots, no_still, others) == "there are no flower pots in the video"
-    assert _ask(bike, "What direction is the motorbike moving towards?", no_absent, others + (pots,)) == "left"
-    assert _ask(bike, pots, no_absent) == "left"  # without the scene's other questions: the only moving object
+    no_still = ["there are no dogs in the video", "right", "left", "going further away"]
+    assert _ask(bike, dogs, no_still, others) == "there are no dogs in the video"
+    assert _ask(bike, "What direction is the motorbike moving towards?", no_absent, others + (dogs,)) == "left"
+    assert _ask(bike, dogs, no_absent) == "left"  # without the scene's other questions: the only moving object
     # ... but a person and what they ride move as one: the rider of a clip about a motorbike is that object
     rider = "What direction is the rider moving towards?"
     assert _ask(bike, rider, no_absent, others) == "left"
     assert _ask(bike, "What direction is the motorbike moving towards?", no_absent, (rider, rider, rider)) == "left"
+
+
+def test_a_thing_fixed_where_it_stands_is_there_and_still():
+    bike = _st(_obj(_line([1.0, 0.0, 0.4], [-1.0, 0.0, 0.4])))
+    others = ("What direction is the motorbike moving towards?", "Is the motorbike coming closer or moving further away?")
+    choices = ["there are no flower pots in the video", "right", "left", "not moving"]
+    assert _ask(bike, "What direction are the flower pots moving towards?", choices, others) == "not moving"
+    assert _ask(bike, "What direction are the flower pots moving towards?", choices) == "not moving"  # alone too
+    assert _ask(bike, "How many trees are moving to the left?", [0, 1, 2, 3], others) == 0
+    assert _ask(_st(), "What direction is the bench moving towards?", ["no bench there", "left", "not moving", "right"]) == "not moving"
+    # a plant someone holds is not a bare noun: it may be the moving object
+    assert _ask(bike, "What direction is the plant that the person is holding moving towards?", choices) == "left"
 
 
 def test_several_objects_of_one_kind_are_a_group():

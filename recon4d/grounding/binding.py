@@ -20,7 +20,9 @@ it. So a phrase binds by what it says that the geometry can check:
 - a bare noun binds to the only object, or to the clearly most prominent one
   (twice the Gaussians of any other: a car and its shadow); a shape noun whose
   shape nothing knows (no id masks) binds by its colour alone;
-- a plural noun ("the bears", "how many camels") names the group left.
+- a plural noun ("the bears", "how many camels") names the group left;
+- a bare noun for a thing fixed where it stands (``FIXED``: a tree, a bench, a building) names
+  part of the static scene: there, and still.
 
 And since nothing tells a motorbike from flower pots, a scene's questions are
 read together (``SceneNouns``): the fitted objects are taken to be what the
@@ -57,6 +59,12 @@ PERSON_NOUNS = {"person", "man", "woman", "boy", "girl", "child", "kid", "lady",
 # annotation is bike and rider).
 RIDDEN = {"bike", "bicycle", "motorbike", "motorcycle", "scooter", "skateboard", "snowboard", "surfboard", "cart",
           "kart", "kayak", "canoe", "sled", "stroller", "wheelchair", "horse", "camel"}
+# Things fixed where they stand: part of the static scene the fit reconstructs, never one of its moving objects.
+# Why by the noun: the fit knows no classes, and to the geometry the tree behind a running dog is more static
+# background; "where is the tree moving" then has the one answer the reconstruction supports. A plant someone
+# holds ("the plant that the person is holding") is not bare, and a pole vaulter's pole is not fixed.
+FIXED = {"tree", "bench", "building", "house", "wall", "fence", "rock", "mountain", "hill", "bridge", "statue", "pot",
+         "lamppost", "pillar", "tower", "road", "street"}
 QUALIFIER = re.compile(r"\b(?:in|with|on|wearing|holding|without|of|that|who|near|at|from)\b")
 CLEAR_DEPTH = 1.15  # the nearest object must be this much nearer than the next to be "in the foreground"
 CLEAR_X = 0.05  # image-x gap (about 5% of the view's width) for "the one on the left"
@@ -167,9 +175,11 @@ def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: boo
     elif np_.shape is not None:  # a plain-coloured thing whose shape nothing here can know: colour decides
         cands = [t for t in st.tracks if (not np_.colours or t.obj.colour in np_.colours) and t.obj.shape in (None, np_.shape)]
     else:
+        bare = not (np_.colours or np_.place or np_.size)
+        if bare and np_.head in FIXED:
+            return Binding("still", f"'{name}': a thing fixed where it stands, part of the static scene")
         if not st.tracks:
             return Binding("empty", f"no moving object in the scene for '{name}'")
-        bare = not (np_.colours or np_.place or np_.size)
         if bare and nouns is not None and not nouns.names_objects(np_):
             return Binding("other", f"'{name}' is not what this scene's questions name most ({nouns.principal}): "
                                     "taken to be none of the moving objects")

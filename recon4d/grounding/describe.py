@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recon4d.grounding.rules import seen_approach
-
+from recon4d.grounding.rules import SPIN_DEG, seen_approach, seen_spin_turns
 from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
 
 FOLLOW_MAX_DEG = 60.0  # a follower heads within this angle of its leader
@@ -46,6 +45,14 @@ def turning_words(track: ObjectTrack) -> str:
     if m.moving:
         return f"turns {sense} by {abs(yaw):.0f} deg{unsure} ({seen} as seen by the camera)"
     return f"spins {seen} as seen by the camera, {abs(yaw) / 360:.2f} turns ({abs(yaw):.0f} deg){unsure}"
+
+
+def spin_words(track: ObjectTrack) -> str:
+    """The turn seen across the outline of a body that stays in place in the image, as ``rules.rotation`` reads it."""
+    turns = seen_spin_turns(track)
+    if turns is None or abs(turns) < SPIN_DEG / 360.0:
+        return ""
+    return f"seen to spin {'counter-clockwise' if turns > 0 else 'clockwise'} {abs(turns):.2f} turns across its outline"
 
 
 def size_words(track: ObjectTrack, viewmats: np.ndarray) -> str:
@@ -99,7 +106,7 @@ def describe(st: SceneTracks) -> str:
         return "No moving objects were found in the reconstruction."
     lines = [f"Moving objects (directions from the camera; distances in scene units; up from the {st.up_source}):"]
     for tr in st.tracks:
-        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr), speed_words(tr)]
+        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr), spin_words(tr), speed_words(tr)]
         lines.append(f"- {tr.obj.label}: " + "; ".join(p for p in parts if p) + ".")
         if st.global_viewmat is not None and tr.motion.moving:
             net = tr.centres_in(st.global_viewmat)

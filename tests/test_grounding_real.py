@@ -236,6 +236,15 @@ def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn(
     runner = _obj(_line([0.0, 0.0, 0.4], [1.6, 0.0, 0.4]))
     runner.seen_spin = np.full(T - 1, -1.5 * 2 * math.pi / (T - 1))
     assert _ask(_st(runner), q, choices) == "not spinning"
+    # A path turning by a third of a circle: maybe a spin, maybe a turn. An outline seen to turn by less than a
+    # quarter says no spin; one seen to turn more says nothing (a runner's legs drift the reading).
+    a = np.linspace(0, 2 * math.pi / 3, T)
+    arc = _obj(np.stack([1.2 * np.sin(a), 1.2 * (1 - np.cos(a)), np.full(T, 0.4)], 1), yaws=a)
+    assert _ask(_st(arc), q, choices) == CANNOT_TELL
+    arc.seen_spin = np.full(T - 1, 0.05 * 2 * math.pi / (T - 1))
+    assert _ask(_st(arc), q, choices) == "not spinning"
+    arc.seen_spin = np.full(T - 1, 1.2 * 2 * math.pi / (T - 1))
+    assert _ask(_st(arc), q, choices) == CANNOT_TELL
 
 
 def test_moving_about_and_ending_where_it_began_is_staying_in_place():

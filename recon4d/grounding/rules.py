@@ -192,7 +192,8 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     """Clockwise / counter-clockwise as seen: body spin for a still object, the path's turn for a moving one.
 
     ``spin`` ("is the bear spinning"): a travelling object spins only if its path
-    turns by ``SPIN_DEG`` or more; under ``NO_SPIN_DEG`` it does not spin, it turns.
+    turns by ``SPIN_DEG`` or more; under ``NO_SPIN_DEG`` it does not spin, it turns;
+    in between, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin.
     Why not the 12-20 degree band of any rotation: on real clips the path turn of
     a walking animal or a bus that goes straight reads 20-60 degrees (measured in
     docs/decisions.md), so that band calls half the travelling subjects spinning.
@@ -216,6 +217,10 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     if spin and m.moving and turn < SPIN_DEG:
         if turn < NO_SPIN_DEG:
             return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
+        seen = seen_spin_turns(t, travelling=True)
+        if seen is not None and abs(seen) < NO_SPIN_DEG / 360.0:
+            return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {seen:+.2f} "
+                                    "turns across its outline: no spin")
         return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
     if turn < NOT_ROTATING_DEG:
         return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
@@ -229,12 +234,14 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     return ("counter-clockwise" if m.seen_rotation_deg > 0 else "clockwise"), f"seen rotation {m.seen_rotation_deg:+.1f} deg"
 
 
-def seen_spin_turns(t: ObjectTrack) -> float | None:
+def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     """Turns (+ = counter-clockwise from above) the image shows across the object's outline
     (``seen.seen_spin``), for an object whose net travel in the image plane stays within its size; None
-    for one that travels (its legs and changing outline drift the reading) or where the masks do not show it."""
+    for one that travels (its legs and changing outline drift the reading up to a turn or more) or where
+    the masks do not show it. ``travelling``: for any object, as evidence against a spin only (a drift
+    adds turns; a real spin cannot read as none)."""
     m = t.motion
-    if t.seen_spin is None or np.hypot(m.lateral, m.rise) >= MOVING * m.size:
+    if t.seen_spin is None or not travelling and np.hypot(m.lateral, m.rise) >= MOVING * m.size:
         return None
     shown = np.isfinite(t.seen_spin)
     if shown.sum() < 0.5 * len(t.seen_spin):

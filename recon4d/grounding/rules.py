@@ -217,9 +217,9 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     if spin and m.moving and turn < SPIN_DEG:
         if turn < NO_SPIN_DEG:
             return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
-        seen = seen_spin_turns(t, travelling=True)
-        if seen is not None and abs(seen) < NO_SPIN_DEG / 360.0:
-            return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {seen:+.2f} "
+        outline = seen_spin_turns(t, travelling=True)
+        if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0:
+            return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {outline:+.2f} "
                                     "turns across its outline: no spin")
         return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
     if turn < NOT_ROTATING_DEG:
@@ -238,8 +238,9 @@ def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     """Turns (+ = counter-clockwise from above) the image shows across the object's outline
     (``seen.seen_spin``), for an object whose net travel in the image plane stays within its size; None
     for one that travels (its legs and changing outline drift the reading up to a turn or more) or where
-    the masks do not show it. ``travelling``: for any object, as evidence against a spin only (a drift
-    adds turns; a real spin cannot read as none)."""
+    the masks do not show it (in under half the frame pairs; the others' mean rate stands in for the rest).
+    ``travelling``: for any object, as evidence against a spin only (a drift adds turns; a real spin cannot
+    read as none)."""
     m = t.motion
     if t.seen_spin is None or not travelling and np.hypot(m.lateral, m.rise) >= MOVING * m.size:
         return None

@@ -307,6 +307,15 @@ def test_jumps_are_counted_by_the_side_they_travel_to():
     unsure = _st(_obj(np.stack([x, np.zeros(T), low], 1)))
     assert _ask(unsure, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == CANNOT_TELL
     assert _ask(unsure, "How many times does the horse jump to the left?", [1, 2, 0, 3]) == 0
+    # Up a slope (or under an up a little off the world's): a climb of 3.5 sizes over the clip, and half-way a
+    # jump of 0.8 sizes above that line, whose descent the climb half cancels: in raw heights its fall is too
+    # small to be sure of; above the line from the first height to the last, one jump.
+    frac = np.linspace(0, 1, T)
+    bump = 0.35 * np.sin(np.pi * np.clip((frac - 0.35) / 0.3, 0, 1))
+    slope = _st(_obj(np.stack([x, np.zeros(T), 0.4 + 1.6 * frac + bump], 1)))
+    assert _ask(slope, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == 1
+    climb = _st(_obj(np.stack([x, np.zeros(T), 0.4 + 1.6 * frac], 1)))
+    assert _ask(climb, "How many times does the horse jump to the right?", [1, 2, 0, 4]) == 0
 
 
 def test_steps_to_a_side_are_none_only_when_the_object_travels_the_other_way():

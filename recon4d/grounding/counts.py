@@ -94,12 +94,17 @@ def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.
     A jump to a side shifts the object that way by its size, so one that travels the other way and
     never moves ``label``-wards by its size made none, however unsure its rises are (DAVIS
     horsejump-high: a horse jumping to the right, asked how often it jumps to the left).
+    The height is taken above the straight line from the clip's first height to its last: a jump
+    rises above the line the object travels along and comes back to it, on a slope as on level
+    ground, and an up a little off the world's (a ground plane fitted to a few points) tilts that
+    line too (DAVIS horsejump-high: a steady climb of two sizes over the clip hid a jump of half a size).
     """
     if label in ("left", "right"):
         never, why = _never_towards(t, label, viewmats, up)
         if never:
             return 0, why
     height = t.centres @ up
+    height = height - np.linspace(height[0], height[-1], len(height))
     size = t.motion.size
     if any(abs(r) < JUMP_SIZES * size for r, *_ in swings(height, 0.5 * JUMP_SIZES * size)):
         return None, f"a rise of {0.5 * JUMP_SIZES:.2f}-{JUMP_SIZES:.2f} sizes: maybe a jump"

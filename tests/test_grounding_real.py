@@ -93,6 +93,7 @@ def test_parse_covers_nine_tenths_of_the_real_davis_questions():
     ("How many steps did the bird in the foreground take to the left?", "count_steps",
      {"a": "bird in the foreground", "label": "left"}),
     ("How many flips did the mascot do to the right?", "count_steps", {"a": "mascot", "label": "right"}),
+    ("How many times does the boy somersault to the left?", "count_steps", {"a": "boy", "label": "left"}),
 ])
 def test_real_wordings_parse_to_their_kind(question, kind, parts):
     got, found = parse(question)

@@ -189,6 +189,10 @@ def _count(text: str) -> tuple[str, dict]:
                  r"(?:take|do|make|perform|complete)\b(?P<rest>.*)", text)
     if m and _label(m.group("rest")) in ("left", "right"):  # a gait's or a sideways flip's events, to one side
         return "count_steps", {"a": m.group("a"), "label": _label(m.group("rest"))}
+    m = re.match(r"^how many times (?:does|did|do) (?:the |this )?(?P<a>[a-z -]+?) (?:somersault|flip|cartwheel)s?\b"
+                 r"(?P<rest>.*)", text)
+    if m and _label(m.group("rest")) in ("left", "right"):  # the same events, the verb for the noun
+        return "count_steps", {"a": m.group("a"), "label": _label(m.group("rest"))}
     m = re.match(rf"^how many (?P<sense>clockwise |counter-clockwise )?{ROTATION_NOUNS} (?:does|did|do) (?:the |this )?"
                  r"(?P<a>[a-z -]+?) (?:spin|do|complete|make|rotate|turn|perform)\b(?P<rest>.*)", text)
     if m:

@@ -12,7 +12,7 @@ from itertools import pairwise
 import numpy as np
 
 from recon4d.geometry import camera_centres
-from recon4d.grounding.rules import OPPOSITE, SPIN_DEG, moves_towards, seen_spin_turns
+from recon4d.grounding.rules import OPPOSITE, clear_seen_spin, moves_towards
 from recon4d.grounding.trajectories import ObjectTrack
 
 JUMP_SIZES = 0.5  # a jump lifts the centre by at least this many object sizes (half that: unsure)
@@ -140,12 +140,12 @@ def count_revolutions(t: ObjectTrack, sense: str | None, axis: str) -> tuple[int
     """Whole revolutions of the body about up (spins) or the line of sight (flips), in ``sense`` if given.
 
     About up, the turn seen across the outline of a body that stays in place in the image
-    (``rules.seen_spin_turns``) where it reaches half a turn, as ``rules.rotation`` reads it.
+    (``rules.clear_seen_spin``) where it reaches half a turn, as ``rules.rotation`` reads it.
     """
     m = t.motion
     angle = m.spin_deg if axis == "up" else m.roll_deg
-    seen = seen_spin_turns(t) if axis == "up" else None
-    if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
+    seen = clear_seen_spin(t) if axis == "up" else None
+    if seen is not None:
         angle = 360.0 * seen
     turns = abs(angle) / 360.0
     way = "counter-clockwise" if angle > 0 else "clockwise"

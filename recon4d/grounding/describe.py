@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recon4d.grounding.rules import SPIN_DEG, seen_approach, seen_spin_turns
+from recon4d.grounding.rules import clear_seen_spin, seen_approach
 from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
 
 FOLLOW_MAX_DEG = 60.0  # a follower heads within this angle of its leader
@@ -49,8 +49,8 @@ def turning_words(track: ObjectTrack) -> str:
 
 def spin_words(track: ObjectTrack) -> str:
     """The turn seen across the outline of a body that stays in place in the image, as ``rules.rotation`` reads it."""
-    turns = seen_spin_turns(track)
-    if turns is None or abs(turns) < SPIN_DEG / 360.0:
+    turns = clear_seen_spin(track)
+    if turns is None:
         return ""
     return f"seen to spin {'counter-clockwise' if turns > 0 else 'clockwise'} {abs(turns):.2f} turns across its outline"
 

@@ -202,14 +202,14 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     hand-held clips) shows no sense; the sense is then the one seen from above,
     the way a viewer describes a car going round a roundabout.
     Before all that: a body that stays in place in the image and is seen to turn
-    by ``SPIN_DEG`` or more across its outline (``seen_spin_turns``) rotates that
+    by ``SPIN_DEG`` or more across its outline (``clear_seen_spin``) rotates that
     way, even where the fit has it wobbling about (a dancer whose outline grows
     and shrinks; a spinning cube found by its motion masks, whose centre wanders
     with the moving edges) and its path's turn is noise.
     """
     m = t.motion
-    seen = seen_spin_turns(t)
-    if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
+    seen = clear_seen_spin(t)
+    if seen is not None:
         return ("counter-clockwise" if seen > 0 else "clockwise"), f"stays in place and is seen to turn {seen:+.2f} turns"
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
@@ -248,6 +248,14 @@ def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     if shown.sum() < 0.5 * len(t.seen_spin):
         return None
     return float(np.nanmean(t.seen_spin) * len(t.seen_spin) / (2 * math.pi))
+
+
+def clear_seen_spin(t: ObjectTrack) -> float | None:
+    """The turns of a body that stays in place in the image where its outline shows a spin: ``SPIN_DEG`` or
+    more (``seen_spin_turns``); None otherwise. What ``rotation``, ``spinning``, ``count_revolutions`` and the
+    cues read, so that all four decide alike."""
+    turns = seen_spin_turns(t)
+    return turns if turns is not None and abs(turns) >= SPIN_DEG / 360.0 else None
 
 
 def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
@@ -457,8 +465,8 @@ def still(t: ObjectTrack) -> tuple[bool | None, str]:
 
 def spinning(t: ObjectTrack) -> tuple[bool | None, str]:
     """Spinning in place: still (or staying in place in the image and seen to turn there), and rotating about up."""
-    seen = seen_spin_turns(t)
-    if seen is not None and abs(seen) >= SPIN_DEG / 360.0:
+    seen = clear_seen_spin(t)
+    if seen is not None:
         return True, f"stays in place and is seen to turn {seen:+.2f} turns"
     label, why = rotation(t)
     if label is None:

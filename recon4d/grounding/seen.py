@@ -119,9 +119,10 @@ def seen_spin(masks: np.ndarray, mask_id: int, flow: np.ndarray) -> np.ndarray:
     H, W = flow.shape[1:3]
     rows = ((np.arange(H) + 0.5) * masks.shape[1] / H).astype(np.int64)
     cols = ((np.arange(W) + 0.5) * masks.shape[2] / W).astype(np.int64)
+    shown = masks[:, rows][:, :, cols] == mask_id  # at the flow's resolution, each frame once
     spin = np.full(len(flow), np.nan)
     for t in range(min(len(flow), len(masks) - 1)):
-        now, after = masks[t][rows][:, cols] == mask_id, masks[t + 1][rows][:, cols] == mask_id
+        now, after = shown[t], shown[t + 1]
         if now.sum() < MIN_SPIN_PIXELS or after.sum() < MIN_SPIN_PIXELS:
             continue
         ys, xs = np.nonzero(now)

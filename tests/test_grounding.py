@@ -195,6 +195,23 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
     assert _ask(dataclasses.replace(wanders, depth_evidence=False), q, in_place) == "staying in place"
 
 
+
+def test_uphill_or_downhill_weighs_the_rise_against_the_net_travel_as_a_direction_does():
+    # A walker crossing the image to the right and down a slope a third as steep, its centre wobbling
+    # sideways with each step (a path twice its net travel): "downhill", as its rise is a third of
+    # where it went. Across flat ground with a rise a twentieth of its travel: neither way.
+    T = 24
+    t = np.linspace(0, 1, T)[:, None]
+    wobble = 0.35 * (np.arange(T) % 2 - 0.5)[:, None] * [0.0, 1.0, 0.0]
+    q = "Is the red cube moving uphill or downhill?"
+    choices = ["uphill", "downhill", "not moving", "neither"]
+    slope = _scene(np.array([-1.5, 0.0, 1.4]) + t * [3.0, 0.0, -1.0] + wobble, np.zeros(T))
+    assert slope.tracks[0].motion.path > 2 * np.linalg.norm(slope.tracks[0].motion.net)
+    assert _ask(slope, q, choices) == "downhill"
+    assert _ask(dataclasses.replace(slope, depth_evidence=False), q, choices) == "downhill"
+    flat = _scene(np.array([-1.5, 0.0, 0.4]) + t * [3.0, 0.0, 0.15] + wobble, np.zeros(T))
+    assert _ask(flat, q, choices) == CANNOT_TELL
+
 def test_unsupported_questions_say_cannot_tell():
     st = _scene(np.zeros((4, 3)), np.zeros(4))
     dribbles = "How many times did the person with the ball dribble the ball with his right hand?"

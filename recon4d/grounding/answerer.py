@@ -130,7 +130,7 @@ PER_OBJECT = {
     "origin": lambda t, st, o, p: rules.origin(t, o, st.depth_evidence, st.viewmats),
     "facing": lambda t, st, o, p: rules.facing(t, o, st.depth_evidence, st.viewmats),
     "distance": lambda t, st, o, p: rules.distance(t, st.viewmats),
-    "vertical": lambda t, st, o, p: rules.vertical(t),
+    "vertical": lambda t, st, o, p: rules.vertical(t, st.depth_evidence, st.viewmats),
     "rotation": lambda t, st, o, p: rules.rotation(t, p.get("spin", False)),
     "own_direction": lambda t, st, o, p: rules.own_direction(t),
     "own_turn": lambda t, st, o, p: rules.own_turn(t),

@@ -182,10 +182,16 @@ def _size_ratio(t: ObjectTrack, viewmats: np.ndarray, sizes_a: np.ndarray, first
     return looks / camera
 
 
-def vertical(t: ObjectTrack) -> tuple[str | None, str]:
-    """Up / down (uphill, landing, taking off): the centre's travel along the world's up."""
-    m = t.motion
-    return _along_path(t, "rise", 0.3, "up", "down", still=f"reach {m.reach:.2f} <= object size {m.size:.2f}")
+def vertical(t: ObjectTrack, depth_evidence: bool = True, viewmats: np.ndarray | None = None
+             ) -> tuple[str | None, str]:
+    """Up / down (uphill, landing, taking off): ``direction`` with only the up axis offered.
+
+    Why not a share of the path: the rise must then be a share of the same net travel that
+    "which direction" weighs it against, so that a walker going downhill across the image is
+    "down" by the rule that would call it "right" (bear: rise 26% of the net image travel, 9%
+    of a path that the legs' wobble lengthens); under the offline depth, the image plane's.
+    """
+    return direction(t, {"up", "down"}, depth_evidence, viewmats)
 
 
 def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:

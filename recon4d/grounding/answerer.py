@@ -102,7 +102,7 @@ def answer_question(entry: dict, st: SceneTracks, nouns: SceneNouns | None = Non
     ans = Answer(kind, CANNOT_TELL, None, binding.why, subject=subject)
     if kind in PAIR_KINDS:
         return _pair(kind, parts, binding, st, nouns, ans, choices)
-    if binding.status in ("absent", "empty", "other", "still"):
+    if binding.status in ("absent", "empty", "other", "tied", "still"):
         return _unbound(kind, binding, ans, choices)
     members = binding.tracks if binding.status in ("bound", "group") else []
     if not members:
@@ -164,12 +164,14 @@ def _text(choice) -> str:
 def _unbound(kind: str, binding: Binding, ans: Answer, choices: dict) -> Answer:
     """A subject that names no moving object: absent, or (when nothing it could be moves) not moving.
 
-    "other" (the scene's questions name something else as what moves) and "empty"
-    (nothing moves at all) both mean the thing named, if it is there, stands still;
-    whether it is there at all the geometry cannot say, so where the choices offer
-    both it cannot tell, and where they offer only one of the two, that one is
-    the answer (a still thing the choices do not allow, or an absent one). "still": the phrase says the thing
-    is there, and it is none of the moving objects.
+    "empty" (nothing moves at all) and "tied" (the scene's questions name no one kind of thing
+    most) mean the thing named, if it is there, stands still; whether it is there at all the
+    geometry cannot say, so where the choices offer both it cannot tell, and where they offer only
+    one of the two, that one is the answer. "other" (the questions name another kind of thing most:
+    the clip's subject) is the same, except that where both are offered it is absent: a clip is
+    filmed for its subject, and a second kind of thing its questions name once is a distractor
+    more often than a bystander (of our 25 clips, 6 such questions, all "there are none"; measured in
+    docs/decisions.md). "still": the phrase says the thing is there, and it is none of the moving objects.
     """
     if binding.status == "absent":
         return _finish(ans, "absent", choices)
@@ -177,6 +179,8 @@ def _unbound(kind: str, binding: Binding, ans: Answer, choices: dict) -> Answer:
     if binding.status == "still":
         return _finish(ans, still, choices, "it does not move")
     absent_offered, still_offered = (_choose(label, choices) is not None for label in ("absent", still))
+    if absent_offered and still_offered and binding.status == "other":
+        return _finish(ans, "absent", choices, "not the clip's subject: taken to be a distractor, not a bystander")
     if absent_offered and still_offered:
         return _finish(ans, None, choices, "present and still, or absent: the geometry cannot tell which")
     if absent_offered:
@@ -241,7 +245,7 @@ def _count(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, of
     noun = parts.get("a", "objects")
     binding = bind(noun, st, nouns, group=True)
     ans.why = binding.why
-    if binding.status in ("empty", "other", "absent", "still") and kind != "count_still":
+    if binding.status in ("empty", "other", "tied", "absent", "still") and kind != "count_still":
         return _finish(ans, 0, choices, "none of the moving objects is one")
     if binding.status != "group":
         return ans

@@ -150,8 +150,9 @@ class SceneNouns:
 
 @dataclass
 class Binding:
-    """The object(s) a phrase names. ``status``: bound, group, absent, ambiguous, unsure, other, empty or still
-    (present, not one of the moving objects)."""
+    """The object(s) a phrase names. ``status``: bound, group, absent, ambiguous, unsure, other (not the kind of
+    thing the scene's questions name most), tied (they name none most), empty or still (present, not one of the
+    moving objects)."""
 
     status: str
     why: str
@@ -178,11 +179,14 @@ def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: boo
         bare = not (np_.colours or np_.place or np_.size)
         if bare and np_.head in FIXED:
             return Binding("still", f"'{name}': a thing fixed where it stands, part of the static scene")
-        if not st.tracks:
-            return Binding("empty", f"no moving object in the scene for '{name}'")
         if bare and nouns is not None and not nouns.names_objects(np_):
+            if nouns.principal is None:
+                return Binding("tied", f"'{name}': this scene's questions name no one kind of thing most; "
+                                       "taken to be none of the moving objects")
             return Binding("other", f"'{name}' is not what this scene's questions name most ({nouns.principal}): "
                                     "taken to be none of the moving objects")
+        if not st.tracks:
+            return Binding("empty", f"no moving object in the scene for '{name}'")
         cands = list(st.tracks)
         if np_.colours and len(cands) > 1:
             coloured = [t for t in cands if t.obj.colour in np_.colours]

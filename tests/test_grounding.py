@@ -105,6 +105,19 @@ def test_turning_object_moves_and_turns_the_right_way():
                     ["forwards", "backwards", "not moving", "no red cube there"]) == "forwards"
 
 
+def test_a_travelling_body_the_fit_turns_round_still_moves_forwards():
+    # Straight across the image while its fitted body turns half round (a fit's rotation gone wrong):
+    # its front is not in the geometry, so it faces the way it travels; standing still it moves neither way.
+    T = 24
+    t = np.linspace(0, 1, T)[:, None]
+    q = "Is the red cube moving forwards or backwards from its own perspective?"
+    choices = ["forwards", "backwards", "not moving", "no red cube there"]
+    turned = _scene(np.array([-1.0, 0.0, 0.4]) + t * [2.0, 0.0, 0.0], np.linspace(0, math.pi, T))
+    assert turned.tracks[0].motion.forward < 0.5 * turned.tracks[0].motion.path  # the fitted heading disagrees
+    assert _ask(turned, q, choices) == "forwards"
+    assert _ask(_scene(np.zeros((T, 3)) + [0.3, 0.0, 0.4], np.zeros(T)), q, choices) == "not moving"
+
+
 def test_straight_travel_with_one_end_frame_off_reads_straight():
     # A fit's reference frame (here the first) can sit a few per cent off its neighbours along the
     # line of sight; the turn must come from the whole path, not from the few frames at its ends.

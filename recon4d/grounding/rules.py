@@ -265,8 +265,19 @@ def clear_seen_spin(t: ObjectTrack) -> float | None:
 
 
 def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
-    """Forwards / backwards along the object's own heading."""
-    return _along_path(t, "forward", 0.5, "forwards", "backwards", still=f"path {t.motion.path:.2f}")
+    """Forwards / backwards from the object's own perspective: forwards whenever it moves.
+
+    Why not the travel along the fitted body's heading: the front of a body is not in the geometry
+    (no classes, no faces), so its heading is its travel at the start carried along by the fitted
+    rotation, and "backwards" would only mean that rotation turned it round. On real clips that
+    rotation is what the fit gets wrong (the path turns under the offline depth: docs/decisions.md);
+    DAVIS dog, coming closer, read -0.29 of its path 0.50 "backwards". So a moving object faces the
+    way it travels, as ``facing`` takes it. Wrong for a car reversing or a person walking backwards.
+    """
+    m = t.motion
+    if not m.moving:
+        return "not moving", f"path {m.path:.2f}"
+    return "forwards", f"moves (reach {m.reach:.2f} > size {m.size:.2f}); its front is taken to be the way it travels"
 
 
 def own_turn(t: ObjectTrack) -> tuple[str | None, str]:

@@ -72,6 +72,22 @@ def test_spin_in_place_is_not_motion_and_has_the_right_sense():
         assert _ask(st, "How many objects are spinning in place?", [0, 1, 2, 3]) == 1
 
 
+def test_a_twirl_along_a_path_counts_as_the_spin_that_rotation_calls_it():
+    # A body travelling round 0.8 of a circle clockwise, its fitted body not turning (the fit missed the
+    # twirl): "spinning clockwise" by rotation's rule for travellers, so one spin clockwise, none the other
+    # way; not a whole revolution.
+    T = 40
+    a = 0.8 * 2 * math.pi * np.linspace(0, 1, T)
+    st = _scene(np.stack([0.8 * np.sin(a), -0.8 * (1 - np.cos(a)), np.full(T, 0.4)], 1), np.zeros(T))
+    assert abs(st.tracks[0].motion.yaw_deg + 288.0) < 15.0, st.tracks[0].motion.yaw_deg
+    assert abs(st.tracks[0].motion.spin_deg) < 1.0
+    assert _ask(st, "Is the red cube spinning clockwise or counter-clockwise?",
+                ["clockwise", "counter-clockwise", "not spinning", "no red cube there"]) == "clockwise"
+    assert _ask(st, "How many times does the red cube spin clockwise?", [0, 1, 2, 3]) == 1
+    assert _ask(st, "How many times does the red cube spin counter-clockwise?", [0, 1, 2, 3]) == 0
+    assert _ask(st, "How many full revolutions does the red cube spin clockwise?", [0, 1, 2, 3]) == 0
+
+
 def test_spin_about_a_tilted_fitted_axis_keeps_its_sense():
     # A fit's spin about up comes out tilted by fitting noise (up to ~27 deg on fitted synth pairs).
     # Tilted away from the camera, the fitted axis is nearly square to the line of sight, so its own

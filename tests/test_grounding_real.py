@@ -83,6 +83,7 @@ def test_parse_covers_nine_tenths_of_the_real_davis_questions():
     ("What direction did the ball come from?", "origin", {"a": "ball"}),
     ("How many times does the horse jump to the right?", "count_jumps", {"a": "horse", "label": "right"}),
     ("How many full revolutions does the dancer spin clockwise?", "count_revolutions", {"sense": "clockwise"}),
+    ("How many times does the dancer spin clockwise?", "count_revolutions", {"sense": "clockwise", "counted": "spins"}),
     ("In which direction did the camera turn towards?", "camera_turn", {}),
     ("Is the camera rotating clockwise or counter-clockwise around the girl?", "camera_orbit", {"a": "girl"}),
     ("Did the person move the drone to the left or right direction?", "direction", {"a": "drone"}),

@@ -139,7 +139,8 @@ PER_OBJECT = {
     "count_moves": lambda t, st, o, p: counts.count_moves(t, p["label"], st.viewmats, st.up),
     "count_steps": lambda t, st, o, p: counts.count_steps(t, p["label"], st.viewmats, st.up),
     "count_turns": lambda t, st, o, p: counts.count_turns(t, p["label"], st.up),
-    "count_revolutions": lambda t, st, o, p: counts.count_revolutions(t, p.get("sense"), p.get("axis", "up")),
+    "count_revolutions": lambda t, st, o, p: counts.count_revolutions(t, p.get("sense"), p.get("axis", "up"),
+                                                                      whole=p.get("counted") != "spins"),
 }
 
 

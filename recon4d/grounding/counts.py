@@ -12,7 +12,7 @@ from itertools import pairwise
 import numpy as np
 
 from recon4d.geometry import camera_centres
-from recon4d.grounding.rules import OPPOSITE, clear_seen_spin, moves_towards
+from recon4d.grounding.rules import OPPOSITE, SPIN_DEG, clear_seen_spin, moves_towards
 from recon4d.grounding.trajectories import ObjectTrack
 
 JUMP_SIZES = 0.5  # a jump lifts the centre by at least this many object sizes (half that: unsure)
@@ -136,21 +136,31 @@ def count_turns(t: ObjectTrack, label: str, up: np.ndarray) -> tuple[int | None,
     return sum(r * sense > 0 for r in runs), f"heading swings {[round(r) for r in runs]} deg"
 
 
-def count_revolutions(t: ObjectTrack, sense: str | None, axis: str) -> tuple[int | None, str]:
-    """Whole revolutions of the body about up (spins) or the line of sight (flips), in ``sense`` if given.
+def count_revolutions(t: ObjectTrack, sense: str | None, axis: str, whole: bool = True) -> tuple[int | None, str]:
+    """Revolutions of the body about up (spins) or the line of sight (flips), in ``sense`` if given: whole
+    ones ("how many full revolutions"), or with ``whole`` false the times it spins, each spin of half a
+    turn or more counted ("how many times does the dancer spin": a twirl of 0.8 turns is one).
 
-    About up, the turn seen across the outline of a body that stays in place in the image
-    (``rules.clear_seen_spin``) where it reaches half a turn, as ``rules.rotation`` reads it.
+    About up, the same turn ``rules.rotation`` reads, so that "is it spinning clockwise" and "how many
+    times does it spin clockwise" agree: the turn seen across the outline of a body that stays in place
+    in the image (``rules.clear_seen_spin``) where it reaches half a turn; for a travelling body whose
+    path turns by ``SPIN_DEG`` or more (a spin by ``rotation``'s rule), that path's turn; else the
+    fitted body's own rotation (DAVIS dance-twirl: a dancer twirling as she comes closer, her path
+    turning 0.79 turns clockwise where the fitted body turns 0.04).
     """
     m = t.motion
-    angle = m.spin_deg if axis == "up" else m.roll_deg
+    angle, source = (m.spin_deg if axis == "up" else m.roll_deg), "the fitted body's"
     seen = clear_seen_spin(t) if axis == "up" else None
     if seen is not None:
-        angle = 360.0 * seen
+        angle, source = 360.0 * seen, "seen across its outline,"
+    elif axis == "up" and m.moving and m.turn_known and abs(m.yaw_deg) >= SPIN_DEG:
+        angle, source = m.yaw_deg, "its path's"
     turns = abs(angle) / 360.0
     way = "counter-clockwise" if angle > 0 else "clockwise"
+    why = f"{source} {turns:.2f} turns {way}"
     if sense is not None and way != sense:
-        return 0, f"{turns:.2f} turns {way}"
-    if abs(turns - round(turns)) < REVOLUTION_MARGIN and round(turns) >= 1:
-        return None, f"{turns:.2f} turns {way}: near a whole number"
-    return int(turns), f"{turns:.2f} turns {way}"
+        return 0, why
+    count = turns if whole else turns + 0.5  # whole turns, or the nearest number of spins
+    if abs(count - round(count)) < REVOLUTION_MARGIN and round(count) >= 1:
+        return None, f"{why}: near {'a whole number' if whole else 'a half'}"
+    return int(count), why

@@ -209,8 +209,8 @@ def _count(text: str) -> tuple[str, dict]:
         verb, rest = m.group("verb"), m.group("rest")
         if verb in ("jump", "hop", "bounce"):
             return "count_jumps", {"a": m.group("a"), "label": _label(rest)}
-        if verb in ("spin", "rotate"):
-            return "count_revolutions", {"a": m.group("a"), "sense": _sense(rest), "axis": "up"}
+        if verb in ("spin", "rotate"):  # times it spins: each spin counts, not only whole turns
+            return "count_revolutions", {"a": m.group("a"), "sense": _sense(rest), "axis": "up", "counted": "spins"}
         label = _label(rest)
         if verb == "turn":
             return ("count_turns", {"a": m.group("a"), "label": label}) if label in ("left", "right") else ("unsupported", {})

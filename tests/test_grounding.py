@@ -222,6 +222,15 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
     wanders.tracks[0].seen_size = np.full(T, 20.0)
     assert _ask(wanders, q, choices) == "away from the camera"  # the depth as evidence
     assert _ask(dataclasses.replace(wanders, depth_evidence=False), q, in_place) == "staying in place"
+    # "Coming closer or further away" weighs the fitted travel in depth alike: without the depth as evidence,
+    # only the apparent size says (growing: closer; kept by a body that stays put in the image: not moving).
+    closer = "Is the red cube coming closer or moving further away?"
+    distance = ["coming closer", "going further away", "not moving", "no red cube there"]
+    assert _ask(wanders, closer, distance) == "going further away"
+    assert _ask(dataclasses.replace(wanders, depth_evidence=False), closer, distance) == "not moving"
+    unseen = _scene(np.array([0.0, 0.0, 0.4]) + t * [0.0, 1.0, 0.0], np.zeros(T))
+    assert _ask(dataclasses.replace(unseen, depth_evidence=False), closer, distance) == CANNOT_TELL
+    assert _ask(dataclasses.replace(head_on, depth_evidence=False), closer, distance) == "coming closer"
 
 
 

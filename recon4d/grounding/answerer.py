@@ -129,7 +129,7 @@ PER_OBJECT = {
     "direction": lambda t, st, o, p: rules.direction(t, o, st.depth_evidence, st.viewmats),
     "origin": lambda t, st, o, p: rules.origin(t, o, st.depth_evidence, st.viewmats),
     "facing": lambda t, st, o, p: rules.facing(t, o, st.depth_evidence, st.viewmats),
-    "distance": lambda t, st, o, p: rules.distance(t, st.viewmats),
+    "distance": lambda t, st, o, p: rules.distance(t, st.viewmats, st.depth_evidence),
     "vertical": lambda t, st, o, p: rules.vertical(t, st.depth_evidence, st.viewmats),
     "rotation": lambda t, st, o, p: rules.rotation(t, p.get("spin", False)),
     "own_direction": lambda t, st, o, p: rules.own_direction(t),

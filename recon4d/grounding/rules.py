@@ -112,18 +112,24 @@ def _along_path(t: ObjectTrack, name: str, share: float, positive: str, negative
     return (positive if value > 0 else negative), why
 
 
-def distance(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str]:
+def distance(t: ObjectTrack, viewmats: np.ndarray, depth_evidence: bool = True) -> tuple[str | None, str]:
     """Towards / away from the camera: the object's own change of distance to the camera.
 
     Where id masks show the object, its apparent size decides (``seen_scale``):
     it needs no depth, and the fit's depth can be wrong in its change (see
     ``recon4d.grounding.seen``). A change under ``SEEN_SCALE``, or no masks, leaves
-    it to the fitted path's radial travel.
+    it to the fitted path's radial travel; under the offline sparse depth
+    (``depth_evidence`` false) that travel is the surface's around the object, no
+    evidence, as in ``direction``: only an object that neither crosses the image
+    nor changes its apparent size is known to stay where it is.
     """
     way, scale = seen_approach(t, viewmats)
     if way is not None:
         return way, f"looks {scale:.2f}x as big at the end as at the start"
     why = "" if scale is None else f"looks {scale:.2f}x as big at the end; "
+    if not depth_evidence:
+        label, still_why = direction(t, {"towards", "away"}, depth_evidence, viewmats)
+        return label, why + still_why
     label, path_why = _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
     return label, why + path_why
 

@@ -480,7 +480,13 @@ def labelled(rule, label: str):
 
 
 def still(t: ObjectTrack) -> tuple[bool | None, str]:
+    """Stays in the same place: its centre never gets further than its size from where it was; or, as
+    ``spinning`` and ``rotation`` take it, it stays in place in the image and is seen to spin there (a
+    spinner's motion-mask centre wanders with its moving edges)."""
     m = t.motion
+    seen = clear_seen_spin(t)
+    if seen is not None:
+        return True, f"stays in place and is seen to turn {seen:+.2f} turns"
     if 0.8 * MOVING * m.size < m.reach < 1.25 * MOVING * m.size:
         return None, f"reach {m.reach:.2f} near the object size {m.size:.2f}"
     return not m.moving, f"reach {m.reach:.2f}, size {m.size:.2f}"

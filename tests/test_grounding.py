@@ -212,6 +212,12 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
     assert _ask(head_on, q, choices) == "towards the camera"
     assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, choices) == CANNOT_TELL
     in_place = ["left", "right", "staying in place", "up"]
+    # Counted alike: left by 0.8 while coming 2.0 closer in the fitted depth is left in the image plane
+    # (all of its travel there), and only 0.37 of a travel whose depth is evidence (unsure).
+    how_many = "How many objects are moving to the left from the camera perspective?"
+    slanted = _scene(np.array([0.4, 1.0, 0.4]) - t * [0.8, 2.0, 0.0], np.zeros(T))
+    assert _ask(dataclasses.replace(slanted, depth_evidence=False), how_many, [0, 1, 2, 3]) == 1
+    assert _ask(slanted, how_many, [0, 1, 2, 3]) == CANNOT_TELL
     assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, in_place) == CANNOT_TELL
     # The outline's apparent size is the depth evidence left: growing as a body coming from 7 to 5 m away
     # does, it still says "not in place"; kept while the offline depth wanders off by a metre, "in place".

@@ -226,10 +226,12 @@ def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn(
     assert _ask(_st(dancer), "How many objects are spinning in place?", [0, 1, 2, 3]) == 0
     stays = "How many objects stay in the same place throughout the video?"
     assert _ask(_st(dancer), stays, [0, 1, 2, 3]) == 0
+    assert _ask(_st(dancer), "How many objects are moving away from the camera?", [0, 1, 2, 3]) == 1
     dancer.seen_spin = np.full(T - 1, -1.5 * 2 * math.pi / (T - 1))
     assert _ask(_st(dancer), q, choices) == "clockwise"
     assert _ask(_st(dancer), "How many objects are spinning in place?", [0, 1, 2, 3]) == 1
     assert _ask(_st(dancer), stays, [0, 1, 2, 3]) == 1  # spinning in place is staying there
+    assert _ask(_st(dancer), "How many objects are moving away from the camera?", [0, 1, 2, 3]) == 0
     assert "seen to spin clockwise 1.50 turns" in describe(_st(dancer))  # the raw+cues text says it too
     revolutions = "How many full revolutions does the dancer spin {}?"
     assert _ask(_st(dancer), revolutions.format("clockwise"), [0, 1, 2, 4]) == 1

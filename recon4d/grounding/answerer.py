@@ -135,9 +135,10 @@ PER_OBJECT = {
     "own_direction": lambda t, st, o, p: rules.own_direction(t),
     "own_turn": lambda t, st, o, p: rules.own_turn(t),
     "seen_turn": lambda t, st, o, p: rules.seen_turn(t, st.viewmats, st.up),
-    "count_jumps": lambda t, st, o, p: counts.count_jumps(t, p.get("label"), st.viewmats, st.up),
+    "count_jumps": lambda t, st, o, p: counts.count_jumps(t, p.get("label"), st.viewmats, st.up,
+                                                          st.depth_evidence),
     "count_moves": lambda t, st, o, p: counts.count_moves(t, p["label"], st.viewmats, st.up),
-    "count_steps": lambda t, st, o, p: counts.count_steps(t, p["label"], st.viewmats, st.up),
+    "count_steps": lambda t, st, o, p: counts.count_steps(t, p["label"], st.viewmats, st.up, st.depth_evidence),
     "count_turns": lambda t, st, o, p: counts.count_turns(t, p["label"], st.up),
     "count_revolutions": lambda t, st, o, p: counts.count_revolutions(t, p.get("sense"), p.get("axis", "up"),
                                                                       whole=p.get("counted") != "spins"),
@@ -252,7 +253,7 @@ def _count(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, of
         return ans
     label = parts.get("label")
     predicate = {
-        "count_direction": lambda t: rules.moves_towards(t, label),
+        "count_direction": lambda t: rules.moves_towards(t, label, st.depth_evidence),
         "count_still": rules.still,
         "count_spinning": rules.spinning,
         "count_rotation": rules.labelled(rules.rotation, label),

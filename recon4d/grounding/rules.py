@@ -456,14 +456,26 @@ def camera_depth(t: ObjectTrack, viewmats: np.ndarray) -> np.ndarray:
 # Per-object predicates, for counts ---------------------------------------------------------------
 
 
-def moves_towards(t: ObjectTrack, label: str) -> tuple[bool | None, str]:
-    """Does the object travel ``label`` (left/right/up/down in the camera's view; towards/away: its distance)?"""
+def moves_towards(t: ObjectTrack, label: str, depth_evidence: bool = True) -> tuple[bool | None, str]:
+    """Does the object travel ``label`` (left/right/up/down in the camera's view; towards/away: its distance)?
+
+    A body seen to spin where it stands (``clear_seen_spin``) does not travel, as ``still`` takes it.
+    ``depth_evidence`` false (the offline sparse depth): a side or up/down is a share of the travel in the
+    image plane, as in ``direction``, the fitted travel in depth being the surface's around the object.
+    """
     m = t.motion
     if not m.moving:
         return False, "not moving"
+    if clear_seen_spin(t) is not None:
+        return False, "stays in place, seen to spin"
     value = {"left": -m.lateral, "right": m.lateral, "up": m.rise, "down": -m.rise,
              "towards": -m.radial, "away": m.radial}[label]
-    share = value / max(m.path, 1e-9) if label in ("towards", "away") else _share(value, t)
+    if label in ("towards", "away"):
+        share = value / max(m.path, 1e-9)
+    elif depth_evidence:
+        share = _share(value, t)
+    else:
+        share = value / max(float(np.hypot(m.lateral, m.rise)), 1e-9)
     if share >= SHARE_YES:
         return True, f"{label} share {share:+.2f}"
     if share <= SHARE_NO:

@@ -17,6 +17,7 @@ from itertools import pairwise
 import numpy as np
 
 from recon4d.geometry import camera_centres
+from recon4d.grounding.objects import CAMERA_STILL
 from recon4d.grounding.trajectories import (
     MOVING,
     NOT_ROTATING_DEG,
@@ -32,7 +33,6 @@ SEEN_TURN_SHARE = 0.2  # change of the heading's lateral component a turn needs 
 EDGE_ON = 0.1  # a rotation about up foreshortened below this share of itself is seen edge-on
 NO_SPIN_DEG, SPIN_DEG = 90.0, 180.0  # a travelling object's path turn: under a quarter turn no spin; a half: a spin
 SEEN_SCALE = 0.1  # apparent size change (linear) that says the object came closer / went away; less: unsure
-CAMERA_STILL = 0.05  # camera travel below this share of its distance to the scene: the camera does not move
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
             "above": "down", "below": "up"}
 _TURN_UNKNOWN = "a half of its path travels under half its size: the path's turn is not measurable"

@@ -21,7 +21,7 @@ import numpy as np
 
 from recon4d.geometry import rodrigues
 from recon4d.grounding.answerer import CANNOT_TELL, answer_question, parse
-from recon4d.grounding.objects import ObjectInstance, colour_word, read_id_masks
+from recon4d.grounding.objects import ObjectInstance, camera_still, colour_word, read_id_masks
 from recon4d.grounding.shape import estimate_shape
 from recon4d.grounding.trajectories import UP_GUESSED, SceneTracks, track_object
 
@@ -364,6 +364,25 @@ def test_shapes_of_synth_objects_from_their_masks(tmp_path):
     assert guessed["ball"][0] == "ball"
     for shape in ("cube", "cylinder"):
         assert guessed[shape][0] is None and "pitch" in guessed[shape][1], guessed[shape]
+
+
+def test_motion_masks_outline_objects_only_for_a_camera_whose_centre_stays_put():
+    # Shapes are read from motion masks only where they outline the moving objects: a still camera's, or
+    # one that only turns (a pan); a camera that travels a tenth of its distance to them does not qualify.
+    T = 10
+    depths = {0: np.full(T, 1.0), 1: np.full(T, 6.0), 2: np.full(T, 7.0)}
+    still = np.repeat(VIEW[None], T, 0)
+    assert camera_still(still, depths)
+    pan = still.copy()
+    for t in range(T):  # turning about the camera's own centre
+        turn = rodrigues(np.array([[0.0, 0.0, 0.05 * t]]))[0]
+        pan[t, :3, :3] = VIEW[:3, :3] @ turn
+        pan[t, :3, 3] = -pan[t, :3, :3] @ (-VIEW[:3, :3].T @ VIEW[:3, 3])
+    assert camera_still(pan, depths)
+    dolly = still.copy()
+    dolly[:, 2, 3] -= np.linspace(0.0, 0.65, T)  # 0.65 along its view: a tenth of the objects' distance
+    assert not camera_still(dolly, depths)
+    assert not camera_still(still, {0: np.full(T, 1.0)})  # no object: no distance to weigh it against
 
 
 def test_shape_nouns_the_scene_cannot_name_bind_by_colour():

@@ -129,7 +129,7 @@ def distance(t: ObjectTrack, viewmats: np.ndarray, depth_evidence: bool = True) 
     why = "" if scale is None else f"looks {scale:.2f}x as big at the end; "
     if not depth_evidence:
         label, still_why = direction(t, {"towards", "away"}, depth_evidence, viewmats)
-        return label, why + still_why
+        return label, why + (still_why if label is not None else "its fitted radial travel is the offline depth's")
     label, path_why = _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
     return label, why + path_why
 

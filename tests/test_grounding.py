@@ -21,6 +21,7 @@ import numpy as np
 
 from recon4d.geometry import rodrigues
 from recon4d.grounding.answerer import CANNOT_TELL, answer_question, parse
+from recon4d.grounding.describe import describe
 from recon4d.grounding.objects import ObjectInstance, camera_still, colour_word, read_id_masks
 from recon4d.grounding.shape import estimate_shape
 from recon4d.grounding.trajectories import UP_GUESSED, SceneTracks, track_object
@@ -211,6 +212,10 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
     head_on = _scene(np.array([0.0, 1.0, 0.4]) - t * [0.0, 2.0, 0.0], np.zeros(T))
     assert _ask(head_on, q, choices) == "towards the camera"
     assert _ask(dataclasses.replace(head_on, depth_evidence=False), q, choices) == CANNOT_TELL
+    # ... and the raw+cues text says so rather than passing the offline depth's travel on to the VLM
+    assert "moves towards the camera" in describe(head_on)
+    unmeasured = describe(dataclasses.replace(head_on, depth_evidence=False))
+    assert "towards the camera" not in unmeasured and "travel in depth is not measured" in unmeasured
     in_place = ["left", "right", "staying in place", "up"]
     # Counted alike: left by 0.8 while coming 2.0 closer in the fitted depth is left in the image plane
     # (all of its travel there), and only 0.37 of a travel whose depth is evidence (unsure).

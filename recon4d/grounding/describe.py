@@ -18,17 +18,20 @@ FOLLOW_MAX_DEG = 60.0  # a follower heads within this angle of its leader
 APPROACH_SHARE = 0.2  # distance between two objects changes by this share: approaching / separating
 
 
-def displacement_words(track: ObjectTrack) -> str:
-    """Net displacement in camera terms, largest component first."""
+def displacement_words(track: ObjectTrack, depth_evidence: bool = True) -> str:
+    """Net displacement in camera terms, largest component first; without ``depth_evidence`` (the offline
+    sparse depth) the travel in depth is left out, as the answerer leaves it out (``rules.direction``)."""
     m = track.motion
     if not m.moving:
         return f"stays in place (centre within {m.reach:.2f}, object size {m.size:.2f})"
     parts = [(abs(m.lateral), "right" if m.lateral > 0 else "left"),
-             (abs(m.depth), "away from the camera" if m.depth > 0 else "towards the camera"),
              (abs(m.rise), "up" if m.rise > 0 else "down")]
+    if depth_evidence:
+        parts.append((abs(m.depth), "away from the camera" if m.depth > 0 else "towards the camera"))
     parts.sort(key=lambda p: -p[0])
     named = [f"{word} {amount:.2f}" for amount, word in parts if amount >= 0.25 * parts[0][0]]
-    return f"moves {', '.join(named)} (path {m.path:.2f}, object size {m.size:.2f})"
+    unknown = "" if depth_evidence else "; its travel in depth is not measured (offline depth)"
+    return f"moves {', '.join(named)} (path {m.path:.2f}, object size {m.size:.2f}){unknown}"
 
 
 def turning_words(track: ObjectTrack) -> str:
@@ -106,7 +109,8 @@ def describe(st: SceneTracks) -> str:
         return "No moving objects were found in the reconstruction."
     lines = [f"Moving objects (directions from the camera; distances in scene units; up from the {st.up_source}):"]
     for tr in st.tracks:
-        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr), spin_words(tr), speed_words(tr)]
+        parts = [displacement_words(tr, st.depth_evidence), size_words(tr, st.viewmats), turning_words(tr),
+                 spin_words(tr), speed_words(tr)]
         lines.append(f"- {tr.obj.label}: " + "; ".join(p for p in parts if p) + ".")
         if st.global_viewmat is not None and tr.motion.moving:
             net = tr.centres_in(st.global_viewmat)

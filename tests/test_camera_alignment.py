@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import torch
 import torch.nn.functional as F
 
-from recon4d.fit.cameras import PoseRefinement, align_camera
+from recon4d.fit.cameras import PoseRefinement, align_camera, still_camera
 from recon4d.geometry import rodrigues_torch
 from recon4d.render import rasterize
 from recon4d.render.alignment import image_shift
@@ -91,3 +92,19 @@ def test_a_knocked_camera_is_aligned_back(fitted_left_scene):
     align_camera(poses, t, data, render, steps=2)
     rot, pos, err = state()
     assert rot < 0.3 * rot0 and pos < pos0 and err < 0.3 * err0, (rot0, rot, pos0, pos, err0, err)
+
+
+def test_a_camera_its_tracks_show_still_keeps_its_poses(tmp_path):
+    # The priors' camera.json as the solve writes it: still below a hundredth of the width of median track
+    # motion over the clip (DAVIS breakdance 0.9 px of 480), or the static model; a panning camera is refined.
+    def camera(motion_type: str, moved: float | None) -> object:
+        path = tmp_path / f"{motion_type}-{moved}.json"
+        info = {} if moved is None else {"median_track_motion_px": moved}
+        path.write_text(json.dumps({"motion_type": motion_type, "info": info}))
+        return path
+
+    assert "0.89 px" in still_camera(camera("translation", 0.89), 480)
+    assert still_camera(camera("rotation", 10.05), 480) is None
+    assert still_camera(camera("static", None), 480) is not None
+    assert still_camera(camera("translation", None), 480) is None
+    assert still_camera(tmp_path / "none.json", 480) is None  # no priors' camera: nothing to keep

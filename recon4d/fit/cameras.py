@@ -37,6 +37,29 @@ from recon4d.scene.model import RGB
 from recon4d.scene.scaffold import between_seen
 
 
+# A camera whose still tracks move, over the whole clip (median of each track's largest move), by less than this
+# share of the image's width is still: the DAVIS clips split at 0.2% (breakdance, drift-chicane) against 2% and up.
+STILL_CAMERA_SHARE = 0.01
+
+
+def still_camera(camera_file: Path, width: int) -> str | None:
+    """Why the priors' cameras are to be kept unrefined (the tracks show them still), or None.
+
+    Why: a still camera has no motion left for the photometric refinement to find, only the scene's to
+    absorb. On DAVIS breakdance (a dancer before a swaying crowd, tracks moving 0.9 px over the clip) the
+    refinement turned the cameras by 0.18 degrees (4 px at its focal) and smeared the building behind:
+    static PSNR 17.2 dB, 23.2 without it (docs/decisions.md).
+    """
+    if not Path(camera_file).is_file():
+        return None
+    camera = json.loads(Path(camera_file).read_text())
+    moved = camera.get("info", {}).get("median_track_motion_px")
+    if camera.get("motion_type") != "static" and (moved is None or moved >= STILL_CAMERA_SHARE * width):
+        return None
+    how = "" if moved is None else f" (its tracks move {moved:.2f} px over the clip)"
+    return f"the priors' camera is still{how}: its poses are kept, not refined"
+
+
 class PoseRefinement(nn.Module):
     """Per-frame axis-angle + translation corrections ``[T, 6]``, zero at the start."""
 

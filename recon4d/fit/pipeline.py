@@ -19,6 +19,7 @@ import torch
 from cuda_ext.ssim import ssim_mean
 from recon4d.device import check_gpu_path, resolve_device
 from recon4d.errors import UserError
+from recon4d.fit.cameras import still_camera
 from recon4d.fit.preview import write_preview
 from recon4d.fit.trainer import FitConfig, fit_scene
 from recon4d.io.atomic import write_json
@@ -135,7 +136,10 @@ def run_fit(job: FitJob) -> dict:
     data = load_scene_data(job.scene_dir, cameras="priors")  # the fit learns its corrections on these
     log(f"fit: {data.frames} frames at {data.width}x{data.height}, teachers: {sorted(data.teachers) or 'none'}")
     config = job.config
-    if job.priors == "gt":  # exact cameras: a refinement could only drift away from them
+    still = still_camera(SceneFolder(job.scene_dir).camera, data.width)
+    if job.priors == "gt" or still:  # exact cameras, or still ones: a refinement could only drift away
+        if still:
+            log(f"fit: {still}")
         config = dataclasses.replace(config, camera_lr=0.0)
     trainer = fit_scene(data, config, SceneFolder(job.scene_dir).model, resume=job.resume, log=log,
                         stop_after=job.stop_after)

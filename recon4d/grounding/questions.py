@@ -183,16 +183,21 @@ def _sense(text: str) -> str | None:
     return "clockwise" if "clockwise" in text else None
 
 
+# "How many steps does the boy take to the left", and the same events with the verb for the noun ("how many
+# times does the boy somersault to the left")
+STEP_COUNTS = (
+    r"^how many (?:steps|somersaults|flips|cartwheels) (?:does|did|do) (?:the |this )?(?P<a>[a-z -]+?) "
+    r"(?:take|do|make|perform|complete)\b(?P<rest>.*)",
+    r"^how many times (?:does|did|do) (?:the |this )?(?P<a>[a-z -]+?) (?:somersault|flip|cartwheel)s?\b(?P<rest>.*)",
+)
+
+
 def _count(text: str) -> tuple[str, dict]:
     """ "How many ..." questions: objects that do something, or times one object does something."""
-    m = re.match(r"^how many (?:steps|somersaults|flips|cartwheels) (?:does|did|do) (?:the |this )?(?P<a>[a-z -]+?) "
-                 r"(?:take|do|make|perform|complete)\b(?P<rest>.*)", text)
-    if m and _label(m.group("rest")) in ("left", "right"):  # a gait's or a sideways flip's events, to one side
-        return "count_steps", {"a": m.group("a"), "label": _label(m.group("rest"))}
-    m = re.match(r"^how many times (?:does|did|do) (?:the |this )?(?P<a>[a-z -]+?) (?:somersault|flip|cartwheel)s?\b"
-                 r"(?P<rest>.*)", text)
-    if m and _label(m.group("rest")) in ("left", "right"):  # the same events, the verb for the noun
-        return "count_steps", {"a": m.group("a"), "label": _label(m.group("rest"))}
+    for steps in STEP_COUNTS:  # a gait's or a sideways flip's events, to one side
+        m = re.match(steps, text)
+        if m and _label(m.group("rest")) in ("left", "right"):
+            return "count_steps", {"a": m.group("a"), "label": _label(m.group("rest"))}
     m = re.match(rf"^how many (?P<sense>clockwise |counter-clockwise )?{ROTATION_NOUNS} (?:does|did|do) (?:the |this )?"
                  r"(?P<a>[a-z -]+?) (?:spin|do|complete|make|rotate|turn|perform)\b(?P<rest>.*)", text)
     if m:

@@ -254,7 +254,7 @@ def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     ``travelling``: for any object, as evidence against a spin only (a drift adds turns; a real spin cannot
     read as none)."""
     m = t.motion
-    if t.seen_spin is None or not travelling and np.hypot(m.lateral, m.rise) >= MOVING * m.size:
+    if t.seen_spin is None or not travelling and m.image_net >= MOVING * m.size:
         return None
     shown = np.isfinite(t.seen_spin)
     if shown.sum() < 0.5 * len(t.seen_spin):
@@ -475,7 +475,7 @@ def moves_towards(t: ObjectTrack, label: str, depth_evidence: bool = True) -> tu
     elif depth_evidence:
         share = _share(value, t)
     else:
-        share = value / max(float(np.hypot(m.lateral, m.rise)), 1e-9)
+        share = value / max(m.image_net, 1e-9)
     if share >= SHARE_YES:
         return True, f"{label} share {share:+.2f}"
     if share <= SHARE_NO:

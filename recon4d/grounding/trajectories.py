@@ -78,6 +78,11 @@ class Motion:
     def moving(self) -> bool:
         return self.reach > MOVING * self.size
 
+    @property
+    def image_net(self) -> float:
+        """Net travel in the image plane (sideways and up): what the offline depth leaves measured."""
+        return float(np.hypot(self.lateral, self.rise))
+
 
 @dataclass
 class ObjectTrack:

@@ -53,7 +53,8 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     counts in the net travel, and the answer is the image plane's; an object that travels in the
     image by less than its size is then not known to stay in place (it may be coming closer), unless
     its apparent size (``seen_scale``, with the cameras ``viewmats``) stays within ``SEEN_SCALE``: an
-    object that neither crosses the image nor grows or shrinks in it stays where it is.
+    object that neither crosses the image nor grows or shrinks in it stays where it is; or unless it
+    is seen to spin there (``clear_seen_spin``), as ``still`` takes it.
     """
     m = t.motion
     if not m.moving:
@@ -68,6 +69,9 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
             scale = None if viewmats is None else seen_scale(t, viewmats)
             if scale is not None and abs(math.log(scale)) < math.log1p(SEEN_SCALE):
                 return "not moving", f"{why}, and it looks {scale:.2f}x as big at the end"
+            seen = clear_seen_spin(t)
+            if seen is not None:  # as ``still`` takes it: a spinner's outline, and so its size, comes and goes
+                return "not moving", f"{why}, and it is seen to spin there ({seen:+.2f} turns)"
             return None, f"{why}; its travel in depth ({depth:+.2f}) is the offline depth's, no evidence"
         return "not moving", f"net travel {net:.2f} within the object's size {m.size:.2f}"
     asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
@@ -205,7 +209,8 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
 
     ``spin`` ("is the bear spinning"): a travelling object spins only if its path
     turns by ``SPIN_DEG`` or more; under ``NO_SPIN_DEG`` it does not spin, it turns;
-    in between, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin.
+    above that, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin
+    (``outline_denies_spin``).
     Why not the 12-20 degree band of any rotation: on real clips the path turn of
     a walking animal or a bus that goes straight reads 20-60 degrees (measured in
     docs/decisions.md), so that band calls half the travelling subjects spinning.
@@ -226,14 +231,15 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
-    if spin and m.moving and turn < SPIN_DEG:
+    if spin and m.moving:
         if turn < NO_SPIN_DEG:
             return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
-        outline = seen_spin_turns(t, travelling=True)
-        if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0:
+        outline = outline_denies_spin(t)
+        if outline is not None:
             return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {outline:+.2f} "
                                     "turns across its outline: no spin")
-        return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
+        if turn < SPIN_DEG:
+            return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
     if turn < NOT_ROTATING_DEG:
         return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
     if turn < ROTATING_DEG:
@@ -260,6 +266,15 @@ def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     if shown.sum() < 0.5 * len(t.seen_spin):
         return None
     return float(np.nanmean(t.seen_spin) * len(t.seen_spin) / (2 * math.pi))
+
+
+def outline_denies_spin(t: ObjectTrack) -> float | None:
+    """The turns across the outline of a travelling body seen to turn by under ``NO_SPIN_DEG`` (a real spin
+    cannot read as none there, ``seen_spin_turns``); None where the outline is not seen or could be a spin.
+    Why it outweighs the path: a path's turn is read from the fitted depth, which the offline priors take
+    from the surface around the body (DAVIS bus, going straight past the camera: its path turns -210 deg)."""
+    outline = seen_spin_turns(t, travelling=True)
+    return outline if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0 else None
 
 
 def clear_seen_spin(t: ObjectTrack) -> float | None:

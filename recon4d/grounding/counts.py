@@ -12,7 +12,7 @@ from itertools import pairwise
 import numpy as np
 
 from recon4d.geometry import camera_centres
-from recon4d.grounding.rules import OPPOSITE, SPIN_DEG, clear_seen_spin, moves_towards, outline_denies_spin
+from recon4d.grounding.rules import OPPOSITE, SPIN_DEG, clear_seen_spin, moves_towards
 from recon4d.grounding.trajectories import ObjectTrack
 
 JUMP_SIZES = 0.5  # a jump lifts the centre by at least this many object sizes (half that: unsure)
@@ -147,16 +147,13 @@ def count_revolutions(t: ObjectTrack, sense: str | None, axis: str, whole: bool 
     About up, the same turn ``rules.rotation`` reads, so that "is it spinning clockwise" and "how many
     times does it spin clockwise" agree: the turn seen across the outline of a body that stays in place
     in the image (``rules.clear_seen_spin``) where it reaches half a turn; for a travelling body whose
-    outline is seen not to turn (``rules.outline_denies_spin``), that; for one whose path turns by
-    ``SPIN_DEG`` or more (a spin by ``rotation``'s rule), that path's turn; else the
+    path turns by ``SPIN_DEG`` or more (a spin by ``rotation``'s rule), that path's turn; else the
     fitted body's own rotation (DAVIS dance-twirl: a dancer twirling as she comes closer, her path
     turning 0.79 turns clockwise where the fitted body turns 0.04).
     """
     m = t.motion
     angle, source = (m.spin_deg if axis == "up" else m.roll_deg), "the fitted body's"
     seen = clear_seen_spin(t) if axis == "up" else None
-    if seen is None and axis == "up" and m.moving:
-        seen = outline_denies_spin(t)
     if seen is not None:
         angle, source = 360.0 * seen, "seen across its outline,"
     elif axis == "up" and m.moving and m.turn_known and abs(m.yaw_deg) >= SPIN_DEG:

@@ -209,8 +209,7 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
 
     ``spin`` ("is the bear spinning"): a travelling object spins only if its path
     turns by ``SPIN_DEG`` or more; under ``NO_SPIN_DEG`` it does not spin, it turns;
-    above that, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin
-    (``outline_denies_spin``).
+    in between, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin.
     Why not the 12-20 degree band of any rotation: on real clips the path turn of
     a walking animal or a bus that goes straight reads 20-60 degrees (measured in
     docs/decisions.md), so that band calls half the travelling subjects spinning.
@@ -231,15 +230,14 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
-    if spin and m.moving:
+    if spin and m.moving and turn < SPIN_DEG:
         if turn < NO_SPIN_DEG:
             return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
-        outline = outline_denies_spin(t)
-        if outline is not None:
+        outline = seen_spin_turns(t, travelling=True)
+        if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0:
             return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {outline:+.2f} "
                                     "turns across its outline: no spin")
-        if turn < SPIN_DEG:
-            return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
+        return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
     if turn < NOT_ROTATING_DEG:
         return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
     if turn < ROTATING_DEG:
@@ -266,15 +264,6 @@ def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     if shown.sum() < 0.5 * len(t.seen_spin):
         return None
     return float(np.nanmean(t.seen_spin) * len(t.seen_spin) / (2 * math.pi))
-
-
-def outline_denies_spin(t: ObjectTrack) -> float | None:
-    """The turns across the outline of a travelling body seen to turn by under ``NO_SPIN_DEG`` (a real spin
-    cannot read as none there, ``seen_spin_turns``); None where the outline is not seen or could be a spin.
-    Why it outweighs the path: a path's turn is read from the fitted depth, which the offline priors take
-    from the surface around the body (DAVIS bus, going straight past the camera: its path turns -210 deg)."""
-    outline = seen_spin_turns(t, travelling=True)
-    return outline if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0 else None
 
 
 def clear_seen_spin(t: ObjectTrack) -> float | None:

@@ -241,8 +241,8 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
     assert _ask(dataclasses.replace(wanders, depth_evidence=False), closer, distance) == "not moving"
     unseen = _scene(np.array([0.0, 0.0, 0.4]) + t * [0.0, 1.0, 0.0], np.zeros(T))
     assert _ask(dataclasses.replace(unseen, depth_evidence=False), closer, distance) == CANNOT_TELL
-    # ... or a spin seen across its outline, as "stays in the same place" takes it (a spinner's outline, and
-    # so its apparent size, comes and goes): staying in place, in either question
+    # ... or, with no apparent size known, a spin seen across its outline, as "stays in the same place" takes
+    # it: staying in place, in either question
     spinner = _scene(np.array([0.0, 0.0, 0.4]) + t * [0.0, 1.0, 0.0], np.zeros(T))
     spinner.tracks[0].seen_spin = np.full(T - 1, 2.0 * 2 * np.pi / (T - 1))
     assert _ask(dataclasses.replace(spinner, depth_evidence=False), q, in_place) == "staying in place"

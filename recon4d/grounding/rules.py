@@ -53,8 +53,8 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     counts in the net travel, and the answer is the image plane's; an object that travels in the
     image by less than its size is then not known to stay in place (it may be coming closer), unless
     its apparent size (``seen_scale``, with the cameras ``viewmats``) stays within ``SEEN_SCALE``: an
-    object that neither crosses the image nor grows or shrinks in it stays where it is; or unless it
-    is seen to spin there (``clear_seen_spin``), as ``still`` takes it.
+    object that neither crosses the image nor grows or shrinks in it stays where it is; or, where no
+    apparent size is known, unless it is seen to spin there (``clear_seen_spin``), as ``still`` takes it.
     """
     m = t.motion
     if not m.moving:
@@ -69,8 +69,8 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
             scale = None if viewmats is None else seen_scale(t, viewmats)
             if scale is not None and abs(math.log(scale)) < math.log1p(SEEN_SCALE):
                 return "not moving", f"{why}, and it looks {scale:.2f}x as big at the end"
-            seen = clear_seen_spin(t)
-            if seen is not None:  # as ``still`` takes it: a spinner's outline, and so its size, comes and goes
+            seen = clear_seen_spin(t) if scale is None else None
+            if seen is not None:  # as ``still`` takes it, where no apparent size says otherwise
                 return "not moving", f"{why}, and it is seen to spin there ({seen:+.2f} turns)"
             return None, f"{why}; its travel in depth ({depth:+.2f}) is the offline depth's, no evidence"
         return "not moving", f"net travel {net:.2f} within the object's size {m.size:.2f}"

@@ -5,13 +5,14 @@ PYTHON ?= python3.11
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.recon4d-installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench lock clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-cache-dir -e '.[test,vqa]'
+	# the pinned environment (constraints.txt), so that fits and benches compare across machines' installs
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-cache-dir -c constraints.txt -e '.[test,vqa]'
 	# every kernel now rather than mid-fit: the CPU ones, the CUDA ones where nvcc is, gsplat's on a GPU
 	$(VENV)/bin/recon4d build
 	touch $(STAMP)
@@ -31,6 +32,11 @@ bench: setup
 	$(VENV)/bin/recon4d bench skin
 	$(VENV)/bin/recon4d bench priors
 	$(VENV)/bin/recon4d bench fit
+
+# After a deliberate upgrade inside $(VENV): pin what is installed now (keeps the header comment).
+lock: setup
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable --disable-pip-version-check; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf out cuda_ext/.build .pytest_cache

@@ -127,3 +127,20 @@ def test_sparse_depth_copes_with_frames_that_see_no_point_in_front():
     assert np.isfinite(depth).all() and (depth > 0).all()
     assert np.array_equal(depth[4], depth[3]) and np.array_equal(depth[5], depth[6])
     assert 5 < np.median(depth[3]) < 9
+
+
+def test_triangulation_under_a_camera_that_only_turns_gives_no_points_and_no_warnings():
+    """A rotation-only chain puts every camera centre at the origin, which solves every track's linear
+    triangulation exactly; such a "point" has no ray to measure its angle with and must be left out,
+    quietly (the warnings used to precede the camera error a user reads)."""
+    from recon4d.priors.camera_init import triangulate
+
+    cam, _, _ = _scene()
+    views = cam.viewmats.copy()
+    views[:, :3, 3] = 0.0
+    X = cam.points
+    xy = np.einsum("tij,pj->tpi", views[:, :3, :3], X)
+    xy = xy[..., :2] / xy[..., 2:] * K[0, 0] + K[:2, 2]
+    with np.errstate(all="raise"):
+        points = triangulate(xy, np.ones(xy.shape[:2], bool), K, views, np.ones(len(X), bool))
+    assert np.isnan(points).all()

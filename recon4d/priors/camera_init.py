@@ -235,10 +235,13 @@ def triangulate(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.nda
     front = np.where(v, cam[..., 2] > 0, True).all(1)
     centres = -np.einsum("tji,tj->ti", viewmats[:, :3, :3], viewmats[:, :3, 3])
     rays = X[:, None] - centres[None]
-    rays /= np.linalg.norm(rays, axis=-1, keepdims=True)
+    length = np.linalg.norm(rays, axis=-1, keepdims=True)
+    rays /= np.where(length > 0, length, 1.0)
     first, last = v.argmax(1), v.shape[1] - 1 - v[:, ::-1].argmax(1)
     n = np.arange(len(idx))
+    # a point on the centre of its first or last camera (a rotation-only chain's, all at the origin) has no ray
+    at_centre = (length[n, first, 0] == 0) | (length[n, last, 0] == 0)
     angle = np.degrees(np.arccos(np.clip(np.sum(rays[n, first] * rays[n, last], -1), -1, 1)))
-    good = (err < max_err_px) & front & (angle > min_angle_deg)
+    good = (err < max_err_px) & front & (angle > min_angle_deg) & ~at_centre
     out[idx[good]] = X[good]
     return out

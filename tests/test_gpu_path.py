@@ -280,7 +280,7 @@ def test_depth_anything_runs_on_the_gpu(tmp_path, monkeypatch):
     import numpy as np
 
     from recon4d.priors.depth import DepthAnythingV2
-    from tests.test_priors import tiny_depth_anything
+    from tests.test_priors_depth import tiny_depth_anything
 
     provider = DepthAnythingV2(str(tiny_depth_anything(tmp_path / "da")))
     frames = np.random.default_rng(0).integers(0, 255, (2, 48, 64, 3), dtype=np.uint8)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recon4d.grounding import counts, rules
+from recon4d.grounding import counts, relations, rules
 from recon4d.grounding.binding import (
     Binding,
     SceneNouns,
@@ -216,8 +216,8 @@ def _pair(kind: str, parts: dict, binding: Binding, st: SceneTracks, nouns: Scen
         return _finish(ans, None, choices, f"needs two objects, {len(pair)} found")
     a, b = pair
     ans.bound_to = f"{a.obj.label}, {b.obj.label}"
-    label, why = {"pair_heading": lambda: rules.pair_heading(a, b, st.up), "pair_gap": lambda: rules.pair_gap(a, b),
-                  "leading": lambda: rules.leading(a, b, st.viewmats)}[kind]()
+    label, why = {"pair_heading": lambda: relations.pair_heading(a, b, st.up), "pair_gap": lambda: relations.pair_gap(a, b),
+                  "leading": lambda: relations.leading(a, b, st.viewmats)}[kind]()
     return _finish(ans, label, choices, why)
 
 
@@ -227,13 +227,13 @@ def _camera(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, o
     ans = Answer(kind, CANNOT_TELL, None, "the camera's own motion", subject="camera")
     target = bind(parts["a"], st, nouns).track if parts.get("a") else None
     if kind == "camera_turn":
-        label, why = rules.camera_turn(st)
+        label, why = relations.camera_turn(st)
     elif kind == "camera_move":
-        label, why = rules.camera_move(st, target, offered)
+        label, why = relations.camera_move(st, target, offered)
     elif target is None:
         label, why = None, f"no single object '{parts.get('a')}' to go round"
     else:
-        label, why = rules.camera_orbit(st, target)
+        label, why = relations.camera_orbit(st, target)
     return _finish(ans, label, choices, why)
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recon4d.grounding.objects import HUES
-from recon4d.grounding.rules import camera_depth, image_x
+from recon4d.grounding.relations import camera_depth, image_x
 from recon4d.grounding.shape import SHAPES, nameable
 from recon4d.grounding.trajectories import ObjectTrack, SceneTracks
 

@@ -254,6 +254,28 @@ def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn(
     assert _ask(_st(arc), q, choices) == CANNOT_TELL
 
 
+def test_under_the_offline_depth_a_spinner_may_wander_up_to_two_sizes_in_the_image():
+    """A breakdancer's fitted centre ends one to one and a half sizes from its start, depending on the fit,
+    while the image shows her spinning in place. Under the offline depth (its travel in depth no evidence) her
+    outline's spin holds her in place up to ``IN_PLACE`` sizes of image travel; with a trusted depth the bound
+    stays one size (the arc of the test above), and beyond two sizes the outline's reading is a drift."""
+    from recon4d.grounding.rules import IN_PLACE
+
+    q, choices = "Is the dancer spinning clockwise or counter-clockwise?", ["not spinning", "clockwise", "counter-clockwise", "both ways"]
+    where = "From the camera perspective, which direction is the dancer moving towards?"
+    sides = ["left", "right", "staying in place", "up"]
+    size = _obj(_line([0.0, 0.0, 0.4], [0.0, 0.0, 0.4])).motion.size
+    for sizes, offline_answers in ((1.5, ("clockwise", "staying in place")), (IN_PLACE + 0.5, ("not spinning", "left"))):
+        dancer = _obj(_line([0.0, 0.0, 0.4], [-sizes * size, 0.0, 0.4]))
+        assert dancer.motion.image_net / dancer.motion.size == pytest.approx(sizes, rel=0.05)
+        dancer.seen_spin = np.full(T - 1, -2.0 * 2 * math.pi / (T - 1))
+        assert _ask(_st(dancer), q, choices) == "not spinning"  # a trusted depth: it travels, the path decides
+        dancer.depth_evidence = False
+        offline = _st(dancer)
+        offline.depth_evidence = False
+        assert (_ask(offline, q, choices), _ask(offline, where, sides)) == offline_answers, sizes
+
+
 def test_moving_about_and_ending_where_it_began_is_staying_in_place():
     out, back = _line([0.0, 0.0, 0.4], [0.8, 0.0, 0.4], T // 2), _line([0.8, 0.0, 0.4], [0.0, 0.0, 0.4], T // 2)
     st = _st(_obj(np.concatenate([out, back])))

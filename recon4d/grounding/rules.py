@@ -31,6 +31,13 @@ SEEN_TURN_SHARE = 0.2  # change of the heading's lateral component a turn needs 
 EDGE_ON = 0.1  # a rotation about up foreshortened below this share of itself is seen edge-on
 NO_SPIN_DEG, SPIN_DEG = 90.0, 180.0  # a travelling object's path turn: under a quarter turn no spin; a half: a spin
 SEEN_SCALE = 0.1  # apparent size change (linear) that says the object came closer / went away; less: unsure
+# Under the offline depth, a body whose net travel in the image stays under this many of its sizes may be
+# spinning where it stands, and its outline's spin is read (``seen_spin_turns``; with a trusted depth, under
+# ``MOVING``, one size, and the depth's travel tells an arc from a spin). Why more than one size: a breakdancer's
+# fitted centre ends 1.0 or 1.4 sizes from its start, depending on the fit, while she spins 2 turns in place;
+# on the 24 DAVIS fits no other object under two sizes has an outline drift of half a turn (the bus, 4.2 sizes,
+# drifts 3.6 turns).
+IN_PLACE = 2.0
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
             "above": "down", "below": "up"}
 _TURN_UNKNOWN = "a half of its path travels under half its size: the path's turn is not measurable"
@@ -52,7 +59,9 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     image by less than its size is then not known to stay in place (it may be coming closer), unless
     its apparent size (``seen_scale``, with the cameras ``viewmats``) stays within ``SEEN_SCALE``: an
     object that neither crosses the image nor grows or shrinks in it stays where it is; or, where no
-    apparent size is known, unless it is seen to spin there (``clear_seen_spin``), as ``still`` takes it.
+    apparent size is known, unless it is seen to spin there (``clear_seen_spin``), as ``still`` takes it. The
+    seen spin also holds in place a body that travels in the image by one to ``IN_PLACE`` sizes (a spinning
+    dancer's fitted centre wanders that far), unless its apparent size changes by ``SEEN_SCALE`` or more.
     """
     m = t.motion
     if not m.moving:
@@ -72,6 +81,12 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
                 return "not moving", f"{why}, and it is seen to spin there ({seen:+.2f} turns)"
             return None, f"{why}; its travel in depth ({depth:+.2f}) is the offline depth's, no evidence"
         return "not moving", f"net travel {net:.2f} within the object's size {m.size:.2f}"
+    seen = None if depth_evidence else clear_seen_spin(t)
+    if seen is not None:  # a little image travel, spinning where it stands (as ``still`` takes it)
+        scale = None if viewmats is None else seen_scale(t, viewmats)
+        if scale is None or abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+            return "not moving", (f"net travel {net:.2f} in the image plane, under {IN_PLACE:.0f} of its sizes, and "
+                                  f"it is seen to spin there ({seen:+.2f} turns)")
     asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
     best = max(asked, key=lambda n: abs(axes[n][0]), default=None)
     if best is None:
@@ -250,13 +265,15 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
 
 def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     """Turns (+ = counter-clockwise from above) the image shows across the object's outline
-    (``seen.seen_spin``), for an object whose net travel in the image plane stays within its size; None
+    (``seen.seen_spin``), for an object whose net travel in the image plane stays within its size (``IN_PLACE``
+    sizes under the offline depth); None
     for one that travels (its legs and changing outline drift the reading up to a turn or more) or where
     the masks do not show it (in under half the frame pairs; the others' mean rate stands in for the rest).
     ``travelling``: for any object, as evidence against a spin only (a drift adds turns; a real spin cannot
     read as none)."""
     m = t.motion
-    if t.seen_spin is None or not travelling and m.image_net >= MOVING * m.size:
+    in_place = MOVING if t.depth_evidence else IN_PLACE
+    if t.seen_spin is None or not travelling and m.image_net >= in_place * m.size:
         return None
     shown = np.isfinite(t.seen_spin)
     if shown.sum() < 0.5 * len(t.seen_spin):

@@ -97,6 +97,7 @@ class ObjectTrack:
     seen_size: np.ndarray | None = None  # [T] apparent size as the id masks show it, NaN where cut; None without masks
     visible_size: np.ndarray | None = None  # [T] size of the part in view (a lower bound where cut); None without masks
     seen_spin: np.ndarray | None = None  # [T-1] turn about the image's vertical per frame pair; None without masks
+    depth_evidence: bool = True  # False under the offline sparse depth: the fitted travel in depth is no evidence
 
     def centres_in(self, viewmat: np.ndarray) -> np.ndarray:
         """Centres ``[T, 3]`` in the axes of one camera (world-to-camera ``viewmat``)."""
@@ -110,7 +111,7 @@ class ObjectTrack:
         visible_size = None if self.visible_size is None else self.visible_size[lo:hi]
         seen_spin = None if self.seen_spin is None else self.seen_spin[lo:max(lo, hi - 1)]
         return ObjectTrack(self.obj, rots, self.trans[lo:hi], centres, heading, motion, seen_size, visible_size,
-                           seen_spin)
+                           seen_spin, self.depth_evidence)
 
     def in_heading_frame(self, points: np.ndarray, up: np.ndarray) -> np.ndarray:
         """Points ``[T, 3]`` (world, one per frame) as (forward, left, up) from this object at each frame."""
@@ -175,7 +176,8 @@ def _hold_unobserved(rots: np.ndarray, centres: np.ndarray, observed: np.ndarray
 
 
 def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray, ref: int,
-                 viewmats: np.ndarray, up: np.ndarray, observed: np.ndarray | None = None) -> ObjectTrack:
+                 viewmats: np.ndarray, up: np.ndarray, observed: np.ndarray | None = None,
+                 depth_evidence: bool = True) -> ObjectTrack:
     """Rigid trajectory and motion measures of ``obj`` from the dynamic Gaussian means ``[T, N, 3]``.
 
     ``observed`` (``[T]`` bool, ``observed_frames``): where the fit's own positions of the object
@@ -196,7 +198,8 @@ def track_object(obj: ObjectInstance, tracks: np.ndarray, opacities: np.ndarray,
         if observed is not None:
             rots, centres = _hold_unobserved(rots, centres, observed)
     heading, motion = measure(rots, centres, size, viewmats, up)
-    return ObjectTrack(obj, rots, trans, centres, heading, motion, obj.seen_size, obj.visible_size, obj.seen_spin)
+    return ObjectTrack(obj, rots, trans, centres, heading, motion, obj.seen_size, obj.visible_size, obj.seen_spin,
+                       depth_evidence)
 
 
 def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.ndarray,
@@ -401,7 +404,7 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
                                 depth_evidence=depth_evidence)
     K = data.K.numpy().astype(np.float64)
     tracks = [track_object(o, dyn, opacities, ref, viewmats, up,
-                           observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height))
+                           observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height), depth_evidence)
               for o in objects]
     global_viewmat, note = global_frame(scene, data)
     return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how, depth_evidence=depth_evidence)

@@ -81,6 +81,8 @@ def test_score_only_scores_what_has_ended_and_fits_nothing(bench_run, tmp_path):
     assert scored.returncode == 0, scored.stderr[-2000:]
     assert model.stat().st_mtime_ns == before and "scoring the 1 of 1 sequences" in scored.stdout
     assert json.loads((out / "bench.json").read_text())["sequences"][0]["sequence"] == SEQUENCE
+    unasked = _bench(out, "--data", str(shared_data("davis")), "--score-only", "--qa", str(tmp_path / "none.json"))
+    assert unasked.returncode == 0 and "no questions at" in unasked.stderr  # said, not a silent nan
     empty = _bench(tmp_path / "nothing", "--data", str(shared_data("davis")), "--score-only")
     assert empty.returncode == 2 and "no fit has ended" in empty.stderr and not (tmp_path / "nothing").exists()
 

@@ -366,6 +366,9 @@ def main(argv: list[str]) -> int:
         guard_config(out, config)
         manifest = run_batch(specs, opts)
     questions, published = _questions(cfg.qa), _published(cfg.published)
+    if not cfg.stop_after and not cfg.qa.exists():  # the default is ../shared beside the checkout: not in a worktree
+        print(f"bench davis: no questions at {cfg.qa}, so no answers are scored; pass --qa (and --published)",
+              file=sys.stderr)
     rows, records = [], []
     for spec in specs:
         answers, answer_error = ([], None) if cfg.stop_after else _answer(out / spec.name,

@@ -266,9 +266,8 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
 def seen_spin_turns(t: ObjectTrack, travelling: bool = False) -> float | None:
     """Turns (+ = counter-clockwise from above) the image shows across the object's outline
     (``seen.seen_spin``), for an object whose net travel in the image plane stays within its size (``IN_PLACE``
-    sizes under the offline depth); None
-    for one that travels (its legs and changing outline drift the reading up to a turn or more) or where
-    the masks do not show it (in under half the frame pairs; the others' mean rate stands in for the rest).
+    sizes under the offline depth); None for one that travels (its legs and changing outline drift the
+    reading up to a turn or more) or where the masks do not show it (in under half the frame pairs; the others' mean rate stands in for the rest).
     ``travelling``: for any object, as evidence against a spin only (a drift adds turns; a real spin cannot
     read as none)."""
     m = t.motion

@@ -44,6 +44,11 @@ _TURN_UNKNOWN = "a half of its path travels under half its size: the path's turn
 CAME_FROM = {"left": "right", "right": "left", "down": "above", "up": "below", "towards": "away", "away": "towards"}
 
 
+def _unchanged_size(scale: float) -> bool:
+    """Whether an apparent size ratio (end over start, ``seen_scale``) changes by less than ``SEEN_SCALE``."""
+    return abs(math.log(scale)) < math.log1p(SEEN_SCALE)
+
+
 def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
               viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Dominant camera-frame direction among the offered axes, or None when no axis dominates.
@@ -74,7 +79,7 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
         if not depth_evidence and abs(depth) >= MOVING * m.size:
             why = f"net travel {net:.2f} in the image plane, within the object's size {m.size:.2f}"
             scale = None if viewmats is None else seen_scale(t, viewmats)
-            if scale is not None and abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+            if scale is not None and _unchanged_size(scale):
                 return "not moving", f"{why}, and it looks {scale:.2f}x as big at the end"
             seen = clear_seen_spin(t) if scale is None else None
             if seen is not None:  # as ``still`` takes it, where no apparent size says otherwise
@@ -84,7 +89,7 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     seen = None if depth_evidence else clear_seen_spin(t)
     if seen is not None:  # a little image travel, spinning where it stands (as ``still`` takes it)
         scale = None if viewmats is None else seen_scale(t, viewmats)
-        if scale is None or abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+        if scale is None or _unchanged_size(scale):
             return "not moving", (f"net travel {net:.2f} in the image plane, under {IN_PLACE:.0f} of its sizes, and "
                                   f"it is seen to spin there ({seen:+.2f} turns)")
     asked = [n for n, (_, pos, neg) in axes.items() if pos in offered or neg in offered]
@@ -154,7 +159,7 @@ def distance(t: ObjectTrack, viewmats: np.ndarray, depth_evidence: bool = True) 
 def seen_approach(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, float | None]:
     """"towards" / "away" where the apparent size changes by ``SEEN_SCALE`` or more (else None), and the scale."""
     scale = seen_scale(t, viewmats)
-    if scale is None or abs(math.log(scale)) < math.log1p(SEEN_SCALE):
+    if scale is None or _unchanged_size(scale):
         return None, scale
     return ("towards" if scale > 1 else "away"), scale
 

@@ -203,8 +203,9 @@ def mirror_tracks(st):
         centres = t.centres @ R.T + w
         heading, motion = measure(rots, centres, t.motion.size, viewmats, up)
         spin = None if t.seen_spin is None else -t.seen_spin  # a sense of turning: chiral (the sizes are not)
-        tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size, t.visible_size, spin))
-    return SceneTracks(tracks, up, st.up_source, viewmats, None, st.global_note, st.instances_from, st.depth_evidence)
+        tracks.append(ObjectTrack(t.obj, rots, trans, centres, heading, motion, t.seen_size, t.visible_size, spin,
+                                  t.depth_evidence))
+    return SceneTracks(tracks, up, st.up_source, viewmats, None, st.global_note, st.instances_from)
 
 
 def test_the_rules_answer_an_exactly_mirrored_scene_with_exactly_mirrored_answers(answered):

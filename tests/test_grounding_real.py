@@ -272,7 +272,6 @@ def test_under_the_offline_depth_a_spinner_may_wander_up_to_two_sizes_in_the_ima
         assert _ask(_st(dancer), q, choices) == "not spinning"  # a trusted depth: it travels, the path decides
         dancer.depth_evidence = False
         offline = _st(dancer)
-        offline.depth_evidence = False
         assert (_ask(offline, q, choices), _ask(offline, where, sides)) == offline_answers, sizes
 
 

@@ -126,19 +126,18 @@ def scene_nouns(entries: list[dict]) -> SceneNouns:
 PAIR_KINDS = {"pair_heading", "pair_gap", "leading", "relative_heading"}
 EVENT_COUNTS = {"count_jumps", "count_moves", "count_steps", "count_turns", "count_revolutions"}
 PER_OBJECT = {
-    "direction": lambda t, st, o, p: rules.direction(t, o, st.depth_evidence, st.viewmats),
-    "origin": lambda t, st, o, p: rules.origin(t, o, st.depth_evidence, st.viewmats),
-    "facing": lambda t, st, o, p: rules.facing(t, o, st.depth_evidence, st.viewmats),
-    "distance": lambda t, st, o, p: rules.distance(t, st.viewmats, st.depth_evidence),
-    "vertical": lambda t, st, o, p: rules.vertical(t, st.depth_evidence, st.viewmats),
+    "direction": lambda t, st, o, p: rules.direction(t, o, st.viewmats),
+    "origin": lambda t, st, o, p: rules.origin(t, o, st.viewmats),
+    "facing": lambda t, st, o, p: rules.facing(t, o, st.viewmats),
+    "distance": lambda t, st, o, p: rules.distance(t, st.viewmats),
+    "vertical": lambda t, st, o, p: rules.vertical(t, st.viewmats),
     "rotation": lambda t, st, o, p: rules.rotation(t, p.get("spin", False)),
     "own_direction": lambda t, st, o, p: rules.own_direction(t),
     "own_turn": lambda t, st, o, p: rules.own_turn(t),
     "seen_turn": lambda t, st, o, p: rules.seen_turn(t, st.viewmats, st.up),
-    "count_jumps": lambda t, st, o, p: counts.count_jumps(t, p.get("label"), st.viewmats, st.up,
-                                                          st.depth_evidence),
+    "count_jumps": lambda t, st, o, p: counts.count_jumps(t, p.get("label"), st.viewmats, st.up),
     "count_moves": lambda t, st, o, p: counts.count_moves(t, p["label"], st.viewmats, st.up),
-    "count_steps": lambda t, st, o, p: counts.count_steps(t, p["label"], st.viewmats, st.up, st.depth_evidence),
+    "count_steps": lambda t, st, o, p: counts.count_steps(t, p["label"], st.viewmats, st.up),
     "count_turns": lambda t, st, o, p: counts.count_turns(t, p["label"], st.up),
     "count_revolutions": lambda t, st, o, p: counts.count_revolutions(t, p.get("sense"), p.get("axis", "up"),
                                                                       whole=p.get("counted") != "spins"),
@@ -253,14 +252,14 @@ def _count(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, of
         return ans
     label = parts.get("label")
     predicate = {
-        "count_direction": lambda t: rules.moves_towards(t, label, st.depth_evidence),
+        "count_direction": lambda t: rules.moves_towards(t, label),
         "count_still": rules.still,
         "count_spinning": rules.spinning,
         "count_rotation": rules.labelled(rules.rotation, label),
         "count_own_direction": rules.labelled(rules.own_direction, label),
         "count_own_turn": rules.labelled(rules.own_turn, label),
         "count_seen_turn": rules.labelled(lambda t: rules.seen_turn(t, st.viewmats, st.up), label),
-        "count_facing": rules.labelled(lambda t: rules.facing(t, {label, rules.OPPOSITE[label]}), label),
+        "count_facing": rules.labelled(lambda t: rules.facing(t, {label, rules.OPPOSITE[label]}, st.viewmats), label),
     }[kind]
     said = [predicate(t) for t in binding.tracks]
     if any(v is None for v, _ in said):

@@ -66,22 +66,20 @@ def count_moves(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray
     return sum(r > 0 for r in runs), f"movements {[round(r, 2) for r in runs]} (size {size:.2f})"
 
 
-def count_steps(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray,
-                depth_evidence: bool = True) -> tuple[int | None, str]:
+def count_steps(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
     """Steps (somersaults, flips) taken ``label``-wards: only "none", or None.
 
     A gait's steps are not in the centre's path, so a count of them is not in the
     geometry; but an object that travels the other way and never moves ``label``-wards
     by its size (``count_moves``) took no step that way.
     """
-    never, why = _never_towards(t, label, viewmats, up, depth_evidence)
+    never, why = _never_towards(t, label, viewmats, up)
     return (0, why) if never else (None, f"steps are not in the centre's path; {why}")
 
 
-def _never_towards(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray,
-                   depth_evidence: bool) -> tuple[bool, str]:
+def _never_towards(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndarray) -> tuple[bool, str]:
     """Whether the object travels the other way and never moves ``label``-wards by its size (``count_moves``)."""
-    other, why = moves_towards(t, OPPOSITE[label], depth_evidence)
+    other, why = moves_towards(t, OPPOSITE[label])
     if not other:
         return False, why
     moves, moves_why = count_moves(t, label, viewmats, up)
@@ -90,8 +88,7 @@ def _never_towards(t: ObjectTrack, label: str, viewmats: np.ndarray, up: np.ndar
     return True, f"travels {OPPOSITE[label]} ({why}), never {label}: {moves_why}"
 
 
-def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.ndarray,
-                depth_evidence: bool = True) -> tuple[int | None, str]:
+def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.ndarray) -> tuple[int | None, str]:
     """Jumps (rises and falls of the centre by ``JUMP_SIZES`` object sizes), those travelling ``label`` if given.
 
     A jump to a side shifts the object that way by its size, so one that travels the other way and
@@ -103,7 +100,7 @@ def count_jumps(t: ObjectTrack, label: str | None, viewmats: np.ndarray, up: np.
     line too (DAVIS horsejump-high: a steady climb of two sizes over the clip hid a jump of half a size).
     """
     if label in ("left", "right"):
-        never, why = _never_towards(t, label, viewmats, up, depth_evidence)
+        never, why = _never_towards(t, label, viewmats, up)
         if never:
             return 0, why
     height = t.centres @ up

@@ -18,10 +18,10 @@ FOLLOW_MAX_DEG = 60.0  # a follower heads within this angle of its leader
 APPROACH_SHARE = 0.2  # distance between two objects changes by this share: approaching / separating
 
 
-def displacement_words(track: ObjectTrack, depth_evidence: bool = True) -> str:
-    """Net displacement in camera terms, largest component first; without ``depth_evidence`` (the offline
+def displacement_words(track: ObjectTrack) -> str:
+    """Net displacement in camera terms, largest component first; without depth evidence (the offline
     sparse depth) the travel in depth is left out, as the answerer leaves it out (``rules.direction``)."""
-    m = track.motion
+    m, depth_evidence = track.motion, track.depth_evidence
     if not m.moving:
         return f"stays in place (centre within {m.reach:.2f}, object size {m.size:.2f})"
     parts = [(abs(m.lateral), "right" if m.lateral > 0 else "left"),
@@ -109,7 +109,7 @@ def describe(st: SceneTracks) -> str:
         return "No moving objects were found in the reconstruction."
     lines = [f"Moving objects (directions from the camera; distances in scene units; up from the {st.up_source}):"]
     for tr in st.tracks:
-        parts = [displacement_words(tr, st.depth_evidence), size_words(tr, st.viewmats), turning_words(tr),
+        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr),
                  spin_words(tr), speed_words(tr)]
         lines.append(f"- {tr.obj.label}: " + "; ".join(p for p in parts if p) + ".")
         if st.global_viewmat is not None and tr.motion.moving:

@@ -200,7 +200,7 @@ def find_objects(scene, data, scene_dir: Path, tracks: np.ndarray, up: np.ndarra
     world's unit up vector (the shape test looks at silhouettes upright; ``pitch_known`` false when it
     is the first camera's guess); ``data``
     the scene data (``load_scene_data``), whose dynamic mask stands in for id masks. ``depth_evidence``
-    false: the depth prior gave moving objects no depth of their own (``SceneTracks.depth_evidence``).
+    false: the depth prior gave moving objects no depth of their own (``ObjectTrack.depth_evidence``).
     """
     folder = masks or mask_source(scene_dir)
     K, viewmats = data.K.numpy().astype(np.float64), data.viewmats.numpy().astype(np.float64)

@@ -49,8 +49,7 @@ def _unchanged_size(scale: float) -> bool:
     return abs(math.log(scale)) < math.log1p(SEEN_SCALE)
 
 
-def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
-              viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
+def direction(t: ObjectTrack, offered: set[str], viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Dominant camera-frame direction among the offered axes, or None when no axis dominates.
 
     Only the axes the choices offer compete: the choices say which axes the answer lies on, and
@@ -58,7 +57,7 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     must not block a lateral answer that the image shows directly. The winner must still be at
     least ``SHARE_NO`` of the net travel, so that a motion along an axis not offered is no answer.
 
-    ``depth_evidence`` false (the offline sparse depth, which gives a moving object the depth of
+    ``t.depth_evidence`` false (the offline sparse depth, which gives a moving object the depth of
     the static surface around it): the travel in depth is no evidence, so it neither competes nor
     counts in the net travel, and the answer is the image plane's; an object that travels in the
     image by less than its size is then not known to stay in place (it may be coming closer), unless
@@ -68,7 +67,7 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     seen spin also holds in place a body that travels in the image by one to ``IN_PLACE`` sizes (a spinning
     dancer's fitted centre wanders that far), unless its apparent size changes by ``SEEN_SCALE`` or more.
     """
-    m = t.motion
+    m, depth_evidence = t.motion, t.depth_evidence
     if not m.moving:
         return "not moving", f"reach {m.reach:.2f} <= object size {m.size:.2f}"
     axes = {"lateral": (m.lateral, "right", "left"), "depth": (m.depth, "away", "towards"), "rise": (m.rise, "up", "down")}
@@ -105,10 +104,9 @@ def direction(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
     return (pos if v > 0 else neg), f"{best} {v:+.2f}, others at most {others:.2f}"
 
 
-def origin(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
-           viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
+def origin(t: ObjectTrack, offered: set[str], viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Where the object came from: the side opposite its direction of travel ("came from the left": moves right)."""
-    label, why = direction(t, {OPPOSITE[o] for o in offered if o in OPPOSITE}, depth_evidence, viewmats)
+    label, why = direction(t, {OPPOSITE[o] for o in offered if o in OPPOSITE}, viewmats)
     if label == "not moving" or label is None:
         return label, why
     return CAME_FROM[label], f"moves {label}; {why}"
@@ -134,14 +132,14 @@ def _along_path(t: ObjectTrack, name: str, share: float, positive: str, negative
     return (positive if value > 0 else negative), why
 
 
-def distance(t: ObjectTrack, viewmats: np.ndarray, depth_evidence: bool = True) -> tuple[str | None, str]:
+def distance(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str]:
     """Towards / away from the camera: the object's own change of distance to the camera.
 
     Where id masks show the object, its apparent size decides (``seen_scale``):
     it needs no depth, and the fit's depth can be wrong in its change (see
     ``recon4d.grounding.seen``). A change under ``SEEN_SCALE``, or no masks, leaves
     it to the fitted path's radial travel; under the offline sparse depth
-    (``depth_evidence`` false) that travel is the surface's around the object, no
+    (``t.depth_evidence`` false) that travel is the surface's around the object, no
     evidence, as in ``direction``: only an object that neither crosses the image
     nor changes its apparent size is known to stay where it is.
     """
@@ -149,8 +147,8 @@ def distance(t: ObjectTrack, viewmats: np.ndarray, depth_evidence: bool = True) 
     if way is not None:
         return way, f"looks {scale:.2f}x as big at the end as at the start"
     why = "" if scale is None else f"looks {scale:.2f}x as big at the end; "
-    if not depth_evidence:
-        label, still_why = direction(t, {"towards", "away"}, depth_evidence, viewmats)
+    if not t.depth_evidence:
+        label, still_why = direction(t, {"towards", "away"}, viewmats)
         return label, why + (still_why if label is not None else "its fitted radial travel is the offline depth's")
     label, path_why = _along_path(t, "radial", 0.3, "away", "towards", still=f"path {t.motion.path:.2f}")
     return label, why + path_why
@@ -210,8 +208,7 @@ def _size_ratio(t: ObjectTrack, viewmats: np.ndarray, sizes_a: np.ndarray, first
     return looks / camera
 
 
-def vertical(t: ObjectTrack, depth_evidence: bool = True, viewmats: np.ndarray | None = None
-             ) -> tuple[str | None, str]:
+def vertical(t: ObjectTrack, viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Up / down (uphill, landing, taking off): ``direction`` with only the up axis offered.
 
     Why not a share of the path: the rise must then be a share of the same net travel that
@@ -219,7 +216,7 @@ def vertical(t: ObjectTrack, depth_evidence: bool = True, viewmats: np.ndarray |
     "down" by the rule that would call it "right" (bear: rise 26% of the net image travel, 9%
     of a path that the legs' wobble lengthens); under the offline depth, the image plane's.
     """
-    return direction(t, {"up", "down"}, depth_evidence, viewmats)
+    return direction(t, {"up", "down"}, viewmats)
 
 
 def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
@@ -362,22 +359,21 @@ def seen_turn(t: ObjectTrack, viewmats: np.ndarray, up: np.ndarray) -> tuple[str
     return ("right" if swing > 0 else "left"), f"heading's lateral part {lateral[0]:+.2f} -> {lateral[1]:+.2f}"
 
 
-def facing(t: ObjectTrack, offered: set[str], depth_evidence: bool = True,
-           viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
+def facing(t: ObjectTrack, offered: set[str], viewmats: np.ndarray | None = None) -> tuple[str | None, str]:
     """Which way an object faces: the way it travels (a still object's front is not in the geometry)."""
     if not t.motion.moving:
         return None, "does not move: its front is not observable"
-    return direction(t, offered, depth_evidence, viewmats)
+    return direction(t, offered, viewmats)
 
 
 # Per-object predicates, for counts ---------------------------------------------------------------
 
 
-def moves_towards(t: ObjectTrack, label: str, depth_evidence: bool = True) -> tuple[bool | None, str]:
+def moves_towards(t: ObjectTrack, label: str) -> tuple[bool | None, str]:
     """Does the object travel ``label`` (left/right/up/down in the camera's view; towards/away: its distance)?
 
     A body seen to spin where it stands (``clear_seen_spin``) does not travel, as ``still`` takes it.
-    ``depth_evidence`` false (the offline sparse depth): a side or up/down is a share of the travel in the
+    ``t.depth_evidence`` false (the offline sparse depth): a side or up/down is a share of the travel in the
     image plane, as in ``direction``, the fitted travel in depth being the surface's around the object.
     """
     m = t.motion
@@ -389,7 +385,7 @@ def moves_towards(t: ObjectTrack, label: str, depth_evidence: bool = True) -> tu
              "towards": -m.radial, "away": m.radial}[label]
     if label in ("towards", "away"):
         share = value / max(m.path, 1e-9)
-    elif depth_evidence:
+    elif t.depth_evidence:
         share = _share(value, t)
     else:
         share = value / max(m.image_net, 1e-9)

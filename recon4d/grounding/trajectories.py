@@ -97,7 +97,9 @@ class ObjectTrack:
     seen_size: np.ndarray | None = None  # [T] apparent size as the id masks show it, NaN where cut; None without masks
     visible_size: np.ndarray | None = None  # [T] size of the part in view (a lower bound where cut); None without masks
     seen_spin: np.ndarray | None = None  # [T-1] turn about the image's vertical per frame pair; None without masks
-    depth_evidence: bool = True  # False under the offline sparse depth: the fitted travel in depth is no evidence
+    # False under the offline sparse depth (``priors.depth.SparseDepth``), which gives a moving object the depth of
+    # the static surface around it: the fitted travel in depth is then no evidence of its own.
+    depth_evidence: bool = True
 
     def centres_in(self, viewmat: np.ndarray) -> np.ndarray:
         """Centres ``[T, 3]`` in the axes of one camera (world-to-camera ``viewmat``)."""
@@ -351,9 +353,6 @@ class SceneTracks:
     global_viewmat: np.ndarray | None
     global_note: str
     instances_from: str
-    depth_evidence: bool = True
-    """Whether the fit's depth of a moving object is evidence of its travel in depth: not under the offline
-    sparse depth (``priors.depth.SparseDepth``), which gives it the depth of the static surface around it."""
 
     @property
     def pitch_known(self) -> bool:
@@ -364,7 +363,7 @@ class SceneTracks:
         """The scene over frames ``lo:hi``: every track and the cameras cut to that window."""
         viewmats = self.viewmats[lo:hi]
         return SceneTracks([t.window(lo, hi, self.viewmats, self.up) for t in self.tracks], self.up, self.up_source,
-                           viewmats, self.global_viewmat, self.global_note, self.instances_from, self.depth_evidence)
+                           viewmats, self.global_viewmat, self.global_note, self.instances_from)
 
 
 def load_tracks(scene_dir, masks=None) -> SceneTracks:
@@ -407,4 +406,4 @@ def load_tracks(scene_dir, masks=None) -> SceneTracks:
                            observed_frames(dyn[:, o.gaussians], K, viewmats, data.width, data.height), depth_evidence)
               for o in objects]
     global_viewmat, note = global_frame(scene, data)
-    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how, depth_evidence=depth_evidence)
+    return SceneTracks(tracks, up, up_source, viewmats, global_viewmat, note, how)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recon4d.grounding.rules import clear_seen_spin, seen_approach
+from recon4d.grounding.rules import clear_seen_spin, seen_approach, seen_straight
 from recon4d.grounding.trajectories import NOT_ROTATING_DEG, ROTATING_DEG, ObjectTrack, SceneTracks, heading_offset_deg
 
 FOLLOW_MAX_DEG = 60.0  # a follower heads within this angle of its leader
@@ -34,10 +34,13 @@ def displacement_words(track: ObjectTrack) -> str:
     return f"moves {', '.join(named)} (path {m.path:.2f}, object size {m.size:.2f}){unknown}"
 
 
-def turning_words(track: ObjectTrack) -> str:
-    """Heading change for a moving object, spin for one that stays in place."""
+def turning_words(track: ObjectTrack, viewmats: np.ndarray) -> str:
+    """Heading change for a moving object (none where a camera that stays put sees it go straight, as the
+    answerer takes it: ``rules.seen_straight``), spin for one that stays in place."""
     m = track.motion
     yaw = m.yaw_deg
+    if seen_straight(track, viewmats) is not None:
+        return f"goes straight as seen by the camera, which stays put (its fitted path turns {yaw:+.0f} deg)"
     if m.moving and not m.turn_known:
         return "turns by an amount the path cannot show (a half of it travels under half the object's size)"
     if abs(yaw) < NOT_ROTATING_DEG:
@@ -109,7 +112,7 @@ def describe(st: SceneTracks) -> str:
         return "No moving objects were found in the reconstruction."
     lines = [f"Moving objects (directions from the camera; distances in scene units; up from the {st.up_source}):"]
     for tr in st.tracks:
-        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr),
+        parts = [displacement_words(tr), size_words(tr, st.viewmats), turning_words(tr, st.viewmats),
                  spin_words(tr), speed_words(tr)]
         lines.append(f"- {tr.obj.label}: " + "; ".join(p for p in parts if p) + ".")
         if st.global_viewmat is not None and tr.motion.moving:

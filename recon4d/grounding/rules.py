@@ -21,7 +21,6 @@ from recon4d.grounding.trajectories import (
     MOVING,
     NOT_ROTATING_DEG,
     ROTATING_DEG,
-    Motion,
     ObjectTrack,
 )
 
@@ -38,6 +37,9 @@ SEEN_SCALE = 0.1  # apparent size change (linear) that says the object came clos
 # on the 24 DAVIS fits no other object under two sizes has an outline drift of half a turn (the bus, 4.2 sizes,
 # drifts 3.6 turns).
 IN_PLACE = 2.0
+# Under the offline depth, a camera that stays put sees a straight path when the centre's image path keeps to
+# this share of its length as net travel and turns by less than ``SEEN_BEND_DEG`` (``seen_straight``).
+SEEN_STRAIGHT, SEEN_BEND_DEG = 0.95, 10.0
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "towards": "away", "away": "towards",
             "above": "down", "below": "up"}
 _TURN_UNKNOWN = "a half of its path travels under half its size: the path's turn is not measurable"
@@ -219,7 +221,7 @@ def vertical(t: ObjectTrack, viewmats: np.ndarray | None = None) -> tuple[str | 
     return direction(t, {"up", "down"}, viewmats)
 
 
-def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
+def rotation(t: ObjectTrack, viewmats: np.ndarray, spin: bool = False) -> tuple[str | None, str]:
     """Clockwise / counter-clockwise as seen: body spin for a still object, the path's turn for a moving one.
 
     ``spin`` ("is the bear spinning"): a travelling object spins only if its path
@@ -236,12 +238,16 @@ def rotation(t: ObjectTrack, spin: bool = False) -> tuple[str | None, str]:
     by ``SPIN_DEG`` or more across its outline (``clear_seen_spin``) rotates that
     way, even where the fit has it wobbling about (a dancer whose outline grows
     and shrinks; a spinning cube found by its motion masks, whose centre wanders
-    with the moving edges) and its path's turn is noise.
+    with the moving edges) and its path's turn is noise. Under the offline depth, a traveller that a
+    camera staying put sees going straight (``seen_straight``) does not rotate, whatever its fitted path.
     """
     m = t.motion
     seen = clear_seen_spin(t)
     if seen is not None:
         return ("counter-clockwise" if seen > 0 else "clockwise"), f"stays in place and is seen to turn {seen:+.2f} turns"
+    straight = seen_straight(t, viewmats)
+    if straight is not None:
+        return "not rotating", straight
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
@@ -306,10 +312,10 @@ def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
     return "forwards", f"moves (reach {m.reach:.2f} > size {m.size:.2f}); its front is taken to be the way it travels"
 
 
-def own_turn(t: ObjectTrack) -> tuple[str | None, str]:
+def own_turn(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str]:
     """Left / right from the object's own perspective: the sense of its path's turn about up."""
     m = t.motion
-    settled = _no_turn_to_read(m)
+    settled = _no_turn_to_read(t, viewmats)
     if settled is not None:
         return settled
     if abs(m.yaw_deg) < ROTATING_DEG:
@@ -317,15 +323,44 @@ def own_turn(t: ObjectTrack) -> tuple[str | None, str]:
     return ("left" if m.yaw_deg > 0 else "right"), f"yaw {m.yaw_deg:+.1f} deg"
 
 
-def _no_turn_to_read(m: Motion) -> tuple[str | None, str] | None:
-    """The answer of a turn question that needs no turn's sense (not moving, unmeasurable, straight), else None."""
+def _no_turn_to_read(t: ObjectTrack, viewmats: np.ndarray) -> tuple[str | None, str] | None:
+    """The answer of a turn question that needs no turn's sense (not moving, straight as seen, unmeasurable,
+    straight), else None."""
+    m = t.motion
     if not m.moving:
         return "not moving", "does not move, so it has no heading to turn"
+    straight = seen_straight(t, viewmats)
+    if straight is not None:
+        return "straight", straight
     if not m.turn_known:
         return None, _TURN_UNKNOWN
     if abs(m.yaw_deg) < NOT_ROTATING_DEG:
         return "straight", f"yaw {m.yaw_deg:+.1f} deg"
     return None
+
+
+def seen_straight(t: ObjectTrack, viewmats: np.ndarray) -> str | None:
+    """Under the offline depth, why a travelling object goes straight: a camera that stays put sees its centre
+    travel along a straight line (``SEEN_STRAIGHT``, ``SEEN_BEND_DEG``) at an unchanged apparent size
+    (``seen_scale``); None otherwise, and always with a trusted depth.
+
+    Why: the fitted path's turn is then the offline depth's, no evidence (a ball rolling straight across
+    the view read as turning 28 to 157 degrees), while the image shows the turn directly. A path on the
+    ground is a straight line in such a camera's view exactly when it is straight (the ground maps to the
+    image by a homography); a turn seen edge-on, by a camera at the height of the path, keeps the image
+    path straight but swings the object towards or away from the camera, and so changes its apparent size.
+    Why no answer without an apparent size: a straight image path alone is also what that edge-on turn shows.
+    """
+    m = t.motion
+    if t.depth_evidence or not m.moving or m.seen_straightness is None:
+        return None
+    if m.seen_straightness < SEEN_STRAIGHT or m.seen_path_turn_deg >= SEEN_BEND_DEG:
+        return None
+    scale = seen_scale(t, viewmats)
+    if scale is None or not _unchanged_size(scale):
+        return None
+    return (f"a camera that stays put sees it go straight (turn {m.seen_path_turn_deg:.1f} deg, net "
+            f"{m.seen_straightness:.2f} of its image path) and keep its apparent size ({scale:.2f}x)")
 
 
 def _travel(points: np.ndarray) -> np.ndarray:
@@ -343,7 +378,7 @@ def seen_turn(t: ObjectTrack, viewmats: np.ndarray, up: np.ndarray) -> tuple[str
     path's two halves, each half seen by the camera at its middle frame.
     """
     m = t.motion
-    settled = _no_turn_to_read(m)
+    settled = _no_turn_to_read(t, viewmats)
     if settled is not None:
         return settled
     half = len(t.centres) // 2
@@ -417,12 +452,12 @@ def still(t: ObjectTrack) -> tuple[bool | None, str]:
     return not m.moving, f"reach {m.reach:.2f}, size {m.size:.2f}"
 
 
-def spinning(t: ObjectTrack) -> tuple[bool | None, str]:
+def spinning(t: ObjectTrack, viewmats: np.ndarray) -> tuple[bool | None, str]:
     """Spinning in place: still (or staying in place in the image and seen to turn there), and rotating about up."""
     seen = clear_seen_spin(t)
     if seen is not None:
         return True, f"stays in place and is seen to turn {seen:+.2f} turns"
-    label, why = rotation(t)
+    label, why = rotation(t, viewmats)
     if label is None:
         return None, why
     return (not t.motion.moving and label != "not rotating"), why

@@ -51,6 +51,9 @@ PLANE_INLIERS = 0.3  # share of static Gaussians on a plane for it to count as t
 # the video shows them throughout; the positions there are no observation, and they read as a
 # travel of 17 to 47 object sizes.
 IN_VIEW = 0.5
+# A camera stays put when its centre moves by less than this share of its distance to the object: a wrong
+# depth of the object then moves its image by under a twentieth of that error's own share of the distance.
+STILL_CAMERA = 0.05
 
 
 @dataclass
@@ -73,6 +76,10 @@ class Motion:
     roll_deg: float = 0.0  # the body's own rotation about the line of sight, + = counter-clockwise as seen (flips)
     about_up: bool = True  # seen_rotation_deg is yaw_deg foreshortened by the view of up (else it is roll_deg)
     turn_known: bool = True  # False: a moving object with a path half under half its size (``_path_turn``)
+    # The centre's path as a camera that stays put sees it (``_view_of_path``): its turn (degrees, unsigned) and
+    # its net over its length in the image; None where the camera moves (``STILL_CAMERA``).
+    seen_path_turn_deg: float | None = None
+    seen_straightness: float | None = None
 
     @property
     def moving(self) -> bool:
@@ -242,6 +249,7 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
         seen = yaw * float(np.mean(-to_obj @ up))
     else:
         seen = roll
+    seen_turn, straightness = _view_of_path(centres, eyes)
     motion = Motion(
         size=size,
         path=path,
@@ -259,8 +267,35 @@ def measure(rots: np.ndarray, centres: np.ndarray, size: float, viewmats: np.nda
         roll_deg=math.degrees(roll),
         about_up=bool(about_up),
         turn_known=bool(turn_known),
+        seen_path_turn_deg=seen_turn,
+        seen_straightness=straightness,
     )
     return heading, motion
+
+
+def _view_of_path(centres: np.ndarray, eyes: np.ndarray) -> tuple[float | None, float | None]:
+    """Turn (degrees, unsigned) and straightness (net over length) of the path of ``centres`` ``[T, 3]`` in the
+    image of cameras at ``eyes`` ``[T, 3]`` that stay put (``STILL_CAMERA``); (None, None) where they move.
+
+    Why: the rays from a camera that stays put to the object are what the video shows, whatever depth the fit
+    gave the object along them, so this view of the path needs no depth. Its image is taken on the plane
+    perpendicular to the mean ray, which undoes the camera's own rotation (a pan) exactly.
+    """
+    rays = centres - eyes
+    distance = np.linalg.norm(rays, axis=1)
+    if np.linalg.norm(eyes - eyes.mean(0), axis=1).max() > STILL_CAMERA * float(np.median(distance)):
+        return None, None
+    axis = (rays / distance[:, None]).mean(0)
+    axis /= np.linalg.norm(axis)
+    along = rays @ axis
+    if (along <= 0.5 * distance).any():  # more than 60 degrees off the mean ray: no one image plane holds it
+        return None, None
+    flat = rays / along[:, None] - axis  # on the plane one unit along the mean ray
+    length = float(np.linalg.norm(np.diff(flat, axis=0), axis=1).sum())
+    if length <= 0:
+        return None, None
+    turn, _ = _path_turn(flat, axis)
+    return abs(math.degrees(turn)), float(np.linalg.norm(flat[-1] - flat[0]) / length)
 
 
 def _least_travelling_centres(rots: np.ndarray, trans: np.ndarray, centroid: np.ndarray, size: float) -> np.ndarray:

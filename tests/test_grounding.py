@@ -253,6 +253,48 @@ def test_without_depth_evidence_a_direction_is_the_image_planes():
 
 
 
+def test_a_still_camera_sees_a_straight_path_that_the_offline_depth_bends():
+    # Straight to the left across the view, the fitted cube pushed along the camera's rays by an offline depth
+    # that swells by 15% mid-clip: the fitted path bends by about 90 degrees while its image is a straight line.
+    # With a trusted depth that bend is a turn; under the offline depth, at an unchanged apparent size, the
+    # camera (which stays put) shows it going straight: not rotating, not turning.
+    T = 24
+    t = np.linspace(0, 1, T)
+    eye = -VIEW[:3, :3].T @ VIEW[:3, 3]
+    truth = np.stack([1.0 - 2.0 * t, np.zeros(T), np.full(T, 0.4)], 1)
+    body = _cube_points()
+    pushed = eye + (1 + 0.15 * np.sin(np.pi * t))[:, None, None] * (truth[:, None] + body - eye)
+    obj = ObjectInstance(1, np.arange(len(body)), colour="red", shape="cube", shape_note="test")
+    obj.label = f"the {obj.looks}"
+    views = np.repeat(VIEW[None], T, 0)
+    st = SceneTracks([track_object(obj, pushed, np.ones(len(body)), 0, views, UP)], UP, "test", views, None, "", "test")
+    rotating = ("Is the red cube rotating clockwise or counter-clockwise?",
+                ["clockwise", "counter-clockwise", "not rotating", "no red cube there"])
+    turning = ("Is the red cube turning to the left or right from its own perspective?",
+               ["left", "right", "moving straight and not turning", "no red cube there"])
+    st.tracks[0].seen_size = 100.0 / np.linalg.norm(truth - eye, axis=1)
+    assert abs(st.tracks[0].motion.yaw_deg) > 45.0, st.tracks[0].motion.yaw_deg
+    assert st.tracks[0].motion.seen_straightness > 0.99 and st.tracks[0].motion.seen_path_turn_deg < 1.0
+    assert _ask(st, *turning) in ("left", "right") and _ask(st, *rotating) != "not rotating"
+    assert (_ask(_offline(st), *turning), _ask(_offline(st), *rotating)) == ("moving straight and not turning",
+                                                                              "not rotating")
+    # ... but not where the apparent size changes (a turn seen edge-on swings the object nearer or further),
+    # where no apparent size is known, or where the camera moves (its view of the path needs the depth)
+    st.tracks[0].seen_size = np.linspace(20.0, 26.0, T)
+    assert _ask(_offline(st), *turning) in ("left", "right")
+    st.tracks[0].seen_size = None
+    assert _ask(_offline(st), *turning) in ("left", "right")
+    dolly = views.copy()
+    dolly[:, 2, 3] -= 1.5 * t  # the camera comes 1.5 m closer: a quarter of its distance
+    assert st.tracks[0].window(0, T, dolly, UP).motion.seen_straightness is None
+    # A real quarter turn to the left on the ground bends the still camera's image of it: read as before
+    a = np.linspace(0, math.pi / 2, T)
+    curve = _scene(np.stack([1.2 * np.sin(a), 1.2 * (1 - np.cos(a)), np.full(T, 0.4)], 1), a)
+    curve.tracks[0].seen_size = np.full(T, 20.0)
+    assert curve.tracks[0].motion.seen_path_turn_deg > 30.0
+    assert _ask(_offline(curve), *turning) == "left"
+
+
 def test_uphill_or_downhill_weighs_the_rise_against_the_net_travel_as_a_direction_does():
     # A walker crossing the image to the right and down a slope a third as steep, its centre wobbling
     # sideways with each step (a path twice its net travel): "downhill", as its rise is a third of

@@ -102,7 +102,7 @@ def answer_question(entry: dict, st: SceneTracks, nouns: SceneNouns | None = Non
     ans = Answer(kind, CANNOT_TELL, None, binding.why, subject=subject)
     if kind in PAIR_KINDS:
         return _pair(kind, parts, binding, st, nouns, ans, choices)
-    if binding.status in ("absent", "empty", "other", "tied", "still"):
+    if binding.status in ("absent", "empty", "other", "still"):
         return _unbound(kind, binding, ans, choices)
     members = binding.tracks if binding.status in ("bound", "group") else []
     if not members:
@@ -165,10 +165,9 @@ def _text(choice) -> str:
 def _unbound(kind: str, binding: Binding, ans: Answer, choices: dict) -> Answer:
     """A subject that names no moving object: absent, or (when nothing it could be moves) not moving.
 
-    "empty" (nothing moves at all) and "tied" (the scene's questions name no one kind of thing
-    most) mean the thing named, if it is there, stands still; whether it is there at all the
-    geometry cannot say, so where the choices offer both it cannot tell, and where they offer only
-    one of the two, that one is the answer. "other" (the questions name another kind of thing most:
+    "empty" (nothing moves at all) means the thing named, if it is there, stands still; whether it is
+    there at all the geometry cannot say, so where the choices offer both it cannot tell, and where they
+    offer only one of the two, that one is the answer. "other" (the questions name another kind of thing most:
     the clip's subject) is the same, except that where both are offered it is absent: a clip is
     filmed for its subject, and a second kind of thing its questions name once is a distractor
     more often than a bystander (of our 25 clips, 6 such questions, all "there are none"; measured in
@@ -246,7 +245,7 @@ def _count(kind: str, parts: dict, st: SceneTracks, nouns: SceneNouns | None, of
     noun = parts.get("a", "objects")
     binding = bind(noun, st, nouns, group=True)
     ans.why = binding.why
-    if binding.status in ("empty", "other", "tied", "absent", "still") and kind != "count_still":
+    if binding.status in ("empty", "other", "absent", "still") and kind != "count_still":
         return _finish(ans, 0, choices, "none of the moving objects is one")
     if binding.status != "group":
         return ans

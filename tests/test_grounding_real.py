@@ -232,6 +232,9 @@ def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn(
     assert _ask(_st(dancer), "How many objects are spinning in place?", [0, 1, 2, 3]) == 1
     assert _ask(_st(dancer), stays, [0, 1, 2, 3]) == 1  # spinning in place is staying there
     assert _ask(_st(dancer), "How many objects are moving away from the camera?", [0, 1, 2, 3]) == 0
+    own = ("Is the dancer moving forwards or backwards from its own perspective?",
+           ["forwards", "backwards", "not moving", "no dancer there"])
+    assert _ask(_st(dancer), *own) == "not moving"  # ... and from its own perspective too
     assert "seen to spin clockwise 1.50 turns" in describe(_st(dancer))  # the raw+cues text says it too
     revolutions = "How many full revolutions does the dancer spin {}?"
     assert _ask(_st(dancer), revolutions.format("clockwise"), [0, 1, 2, 4]) == 1
@@ -243,6 +246,7 @@ def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn(
     runner = _obj(_line([0.0, 0.0, 0.4], [1.6, 0.0, 0.4]))
     runner.seen_spin = np.full(T - 1, -1.5 * 2 * math.pi / (T - 1))
     assert _ask(_st(runner), q, choices) == "not spinning"
+    assert _ask(_st(runner), *own) == "forwards"
     # A path turning by a third of a circle: maybe a spin, maybe a turn. An outline seen to turn by less than a
     # quarter says no spin; one seen to turn more says nothing (a runner's legs drift the reading).
     a = np.linspace(0, 2 * math.pi / 3, T)

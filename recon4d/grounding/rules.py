@@ -305,10 +305,14 @@ def own_direction(t: ObjectTrack) -> tuple[str | None, str]:
     rotation is what the fit gets wrong (the path turns under the offline depth: docs/decisions.md);
     DAVIS dog, coming closer, read -0.29 of its path 0.50 "backwards". So a moving object faces the
     way it travels, as ``facing`` takes it. Wrong for a car reversing or a person walking backwards.
+    A body seen to spin where it stands (``clear_seen_spin``) does not travel, as ``still`` takes it.
     """
     m = t.motion
     if not m.moving:
         return "not moving", f"path {m.path:.2f}"
+    seen = clear_seen_spin(t)
+    if seen is not None:
+        return "not moving", f"stays in place and is seen to turn {seen:+.2f} turns"
     return "forwards", f"moves (reach {m.reach:.2f} > size {m.size:.2f}); its front is taken to be the way it travels"
 
 

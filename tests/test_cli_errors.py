@@ -75,6 +75,14 @@ def test_fit_bad_input_is_one_line_and_writes_no_half_scene(tmp_path, make_input
     assert {p.name for p in scene.iterdir()} <= {"log.txt"} if scene.exists() else True
 
 
+def test_fit_asking_for_ground_truth_priors_of_a_plain_video_is_one_line(tmp_path):
+    video = _faststart_mp4(tmp_path / "clip.mp4", 4)
+    code, line = _cli(tmp_path, "fit", "--video", str(video), "--out", str(tmp_path / "out"), "--name", "s",
+                      "--camera", "gt")
+    assert code == 2
+    assert line.startswith(f"recon4d fit: s: priors: {video}") and "need a `recon4d synth` scene folder" in line
+
+
 def _question(**fields) -> dict:
     return {"id": "q1", "video": "scene/video.mp4", "question": "Which way is the ball moving?",
             "choices": {"A": "left", "B": "right"}, "answer": "left", **fields}

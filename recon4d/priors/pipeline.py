@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recon4d.errors import UserError
 from recon4d.io.atomic import atomic_path, write_json
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
@@ -347,7 +348,7 @@ def run_preprocess(cfg: PreprocessConfig | Path, scene: Path | None = None, log=
     src = Path(cfg.video)
     synth = is_synth_scene(src) if src.is_dir() else False
     if (cfg.depth == "gt" or cfg.camera == "gt") and not synth:
-        raise ValueError("--depth gt / --camera gt need a `recon4d synth` scene folder as --video")
+        raise UserError(f"{src}: --depth gt / --camera gt need a `recon4d synth` scene folder as --video")
     lap = _Laps()
 
     opt = IngestOptions(cfg.stride, cfg.start, cfg.end, cfg.max_frames, cfg.long_side, cfg.allow_truncated, cfg.masks,

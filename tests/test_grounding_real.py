@@ -453,8 +453,12 @@ def test_a_noun_for_something_else_is_not_bound_to_the_only_moving_object():
     # offered both: a second kind of thing the questions name is a distractor (absent), not a bystander ...
     both = no_absent[1:] + ["there are no dogs in the video"]
     assert _ask(bike, dogs, both, others) == "there are no dogs in the video"
-    # ... but where they name two kinds of thing equally often, either may be what moves (a rodeo's cow and rider)
+    # ... but where they name two kinds of thing equally often, either may be what moves (a rodeo's cow and rider),
+    # and the answer says it assumed so
     assert _ask(bike, dogs, both, others[:1]) == "left"
+    tied = {"question": dogs, "choices": dict(zip("ABCD", both))}
+    why = answer_question(tied, bike, scene_nouns([tied, {"question": others[0]}])).why
+    assert why.startswith("assumed (dog and motorbike named equally often"), why
     # still is not among the choices: of "still or absent", absent is left
     no_still = ["there are no dogs in the video", "right", "left", "going further away"]
     assert _ask(bike, dogs, no_still, others) == "there are no dogs in the video"

@@ -165,7 +165,18 @@ class Binding:
 
 
 def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: bool = False) -> Binding:
-    """Bind the phrase ``name`` to the scene's objects (``group``: a count's noun, every object it may name)."""
+    """Bind the phrase ``name`` to the scene's objects (``group``: a count's noun, every object it may name);
+    where a bare noun binds as one of several kinds the questions name equally often, its why says so."""
+    binding = _bind(name, st, nouns, group)
+    np_ = noun_phrase(name)
+    bare = not (np_.colours or np_.place or np_.size or np_.shape)
+    if binding.status in ("bound", "group") and bare and nouns is not None and len(nouns.principals) > 1:
+        tied = " and ".join(sorted(nouns.principals))
+        binding.why = f"assumed ({tied} named equally often: either may be what moves): {binding.why}"
+    return binding
+
+
+def _bind(name: str, st: SceneTracks, nouns: SceneNouns | None, group: bool) -> Binding:
     np_ = noun_phrase(name)
     shapes_known = any(t.obj.shape is not None for t in st.tracks)  # id masks gave shapes: "the ball" is checkable
     # ... unless the silhouette test cannot name that shape here (a cube without the camera's pitch)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recon4d.geometry import pixels_np
+from recon4d.geometry import camera_centres, pixels_np
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import sparse_depth
 from recon4d.priors.masks import rigid_flow
@@ -55,9 +55,17 @@ def flow_disagreement(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, 
 def track_reprojection(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, behind_px: float = 10.0) -> float:
     """Median over the tracks ``static [P]`` seen in 3 frames or more of their mean reprojection error (px)
     when triangulated under camera ``cam``, without the bundle adjustment's outlier filter, so that every
-    candidate is judged on the same tracks; a track it puts behind a camera counts ``behind_px``."""
+    candidate is judged on the same tracks; a track it puts behind a camera counts ``behind_px``.
+
+    A camera that only rotates (its centre never moves) sees each static point along one ray, whatever its
+    depth, and triangulating without a baseline puts points anywhere (10-94 px on synth pans and DAVIS clips):
+    there a track's point is taken one unit along the mean of its rays, so the error is their spread."""
     sel = static & (vis.sum(0) >= 3)
-    points = triangulate(xy, vis, cam.K, cam.viewmats, sel, max_err_px=np.inf, min_angle_deg=0.0)[sel]
+    centres = camera_centres(cam.viewmats)
+    if np.allclose(centres, centres[0], rtol=0.0, atol=1e-9):
+        points = centres[0] + _mean_rays(xy[:, sel], vis[:, sel], cam.K, cam.viewmats)
+    else:
+        points = triangulate(xy, vis, cam.K, cam.viewmats, sel, max_err_px=np.inf, min_angle_deg=0.0)[sel]
     in_cam = np.einsum("tij,pj->tpi", cam.viewmats[:, :3, :3], points) + cam.viewmats[:, None, :3, 3]
     uv = pixels_np(in_cam, cam.K)
     seen = vis[:, sel]
@@ -70,3 +78,12 @@ def camera_score(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, fwd: 
     """The judge of :meth:`recon4d.priors.camera.CameraSolver.solve` (lower is better): the
     :func:`flow_disagreement` of ``cam`` times its :func:`track_reprojection` (see the module docstring)."""
     return flow_disagreement(cam, xy, vis, static, fwd, ignore) * track_reprojection(cam, xy, vis, static)
+
+
+def _mean_rays(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.ndarray) -> np.ndarray:
+    """Unit world direction ``[P, 3]`` of each track ``xy [T, P, 2]``: the mean of its rays over the frames
+    ``vis [T, P]`` that see it (the inverse of ``pixels_np``)."""
+    pix = np.concatenate([xy, np.ones(xy.shape[:2] + (1,))], -1) @ np.linalg.inv(K).T
+    rays = np.einsum("tji,tpj->tpi", viewmats[:, :3, :3], pix / np.linalg.norm(pix, axis=-1, keepdims=True))
+    mean = np.where(vis[..., None], rays, 0.0).sum(0)
+    return mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)

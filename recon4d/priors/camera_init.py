@@ -17,7 +17,11 @@ is told from a plane seen by a moving camera because only K R K^-1 has the
 eigenvalues of a rotation (unit modulus after normalising the determinant),
 whatever K is, and because it explains the points off the dominant plane as well
 as those on it (as many homography inliers as fundamental-matrix inliers). The
-video is "rotation" when most pairs say so.
+video is "rotation" when most pairs say so. Moving objects that cross a pan's
+view fail the last test (a pure rotation leaves the fundamental matrix free in
+its epipole, and RANSAC fits it to their travel), so the choice also says
+whether most homographies passed the others (``homographies_rotate``), and the
+solver then weighs a rotation against the translation on the dense flow.
 
 Translation (:func:`essential_chain`): frame 0 and the farthest frame that still
 shares enough static tracks give an essential matrix (one chain per robust
@@ -56,13 +60,16 @@ class ModelChoice:
     votes_rotation: int
     pairs: int
     gric_h_minus_f: list  # per pair, per point (negative: the homography is preferred)
+    # most pairs' homographies are preferred and look like rotations, whether or not they explain every point
+    # the fundamental matrices do (a pan with movers, or a plane seen by a camera that translates a little)
+    homographies_rotate: bool = False
 
 
 def select_model(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, W: int, min_disp: float = 0.08,
                  max_pairs: int = 8, eig_tol: float = 0.02, inlier_ratio: float = 0.85) -> ModelChoice:
     """Rotation or translation for the whole video (see the module docstring)."""
     T = len(xy)
-    votes, diffs = 0, []
+    votes, rotating, diffs = 0, 0, []
     for i in np.unique(np.linspace(0, T - 2, max_pairs).round().astype(int)):
         j = _partner(xy, vis, usable, i, min_disp * W)
         if j is None:
@@ -81,10 +88,12 @@ def select_model(xy: np.ndarray, vis: np.ndarray, usable: np.ndarray, W: int, mi
         # a dominant plane seen by a moving camera also prefers H; only a rotation explains the points off it
         thr = (3 * sigma) ** 2
         explains_all = (eH < thr).sum() >= inlier_ratio * (eF < thr).sum()
-        votes += int(d < 0 and np.abs(ev - 1).max() < eig_tol and explains_all)
+        rotates = d < 0 and np.abs(ev - 1).max() < eig_tol
+        votes += int(rotates and explains_all)
+        rotating += int(rotates)
         diffs.append(round(float(d), 3))
     kind = "rotation" if diffs and votes > len(diffs) / 2 else "translation"
-    return ModelChoice(kind, votes, len(diffs), diffs)
+    return ModelChoice(kind, votes, len(diffs), diffs, bool(diffs) and rotating > len(diffs) / 2)
 
 
 def _partner(xy, vis, usable, i: int, min_px: float, min_common: int = 30) -> int | None:

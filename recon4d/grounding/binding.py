@@ -89,6 +89,11 @@ class NounPhrase:
     size: str | None = None  # "big", "small"
 
     @property
+    def bare(self) -> bool:
+        """No colour, place, size or shape: only the noun says which thing it is."""
+        return not (self.colours or self.place or self.size or self.shape)
+
+    @property
     def kind(self) -> str:
         """The noun's class for the scene tally: "person" for any word for a person."""
         return "person" if self.head in PERSON_NOUNS else self.head
@@ -168,9 +173,8 @@ def bind(name: str, st: SceneTracks, nouns: SceneNouns | None = None, group: boo
     """Bind the phrase ``name`` to the scene's objects (``group``: a count's noun, every object it may name);
     where a bare noun binds as one of several kinds the questions name equally often, its why says so."""
     binding = _bind(name, st, nouns, group)
-    np_ = noun_phrase(name)
-    bare = not (np_.colours or np_.place or np_.size or np_.shape)
-    if binding.status in ("bound", "group") and bare and nouns is not None and len(nouns.principals) > 1:
+    if binding.status in ("bound", "group") and noun_phrase(name).bare and nouns is not None \
+            and len(nouns.principals) > 1:
         tied = " and ".join(sorted(nouns.principals))
         binding.why = f"assumed ({tied} named equally often: either may be what moves): {binding.why}"
     return binding
@@ -188,10 +192,9 @@ def _bind(name: str, st: SceneTracks, nouns: SceneNouns | None, group: bool) -> 
     elif np_.shape is not None:  # a plain-coloured thing whose shape nothing here can know: colour decides
         cands = [t for t in st.tracks if (not np_.colours or t.obj.colour in np_.colours) and t.obj.shape in (None, np_.shape)]
     else:
-        bare = not (np_.colours or np_.place or np_.size)
-        if bare and np_.head in FIXED:
+        if np_.bare and np_.head in FIXED:
             return Binding("still", f"'{name}': a thing fixed where it stands, part of the static scene")
-        if bare and nouns is not None and not nouns.names_objects(np_):
+        if np_.bare and nouns is not None and not nouns.names_objects(np_):
             most = " and ".join(sorted(nouns.principals))
             return Binding("other", f"'{name}' is not what this scene's questions name most ({most}): "
                                     "taken to be none of the moving objects")

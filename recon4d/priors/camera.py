@@ -158,8 +158,9 @@ class CameraSolver:
             solved = {name: self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable, motion, info,
                                              False) for name, e in ESSENTIAL_ESTIMATORS.items()}
             scores = {name: float(scorer(cam)) for name, cam in solved.items()}
-            for cam in solved.values():
+            for name, cam in solved.items():
                 cam.info["start_scores"] = scores
+                cam.info["judge_score"] = scores[name]
             return [solved[name] for name in sorted(scores, key=scores.get)]
 
         # the chosen model's solves first; the other model only when none of them is believable
@@ -169,7 +170,7 @@ class CameraSolver:
         if best is None:
             advice = gap_note(vis, usable) or WHAT_TO_TRY
             raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {advice}")
-        if judge is not None and choice.homographies_rotate and best.motion_type != "rotation":
+        if judge is not None and not rotation and choice.homographies_rotate and best.motion_type != "rotation":
             best = _rotation_if_as_good(best, _first_plausible(candidates(True), xy, vis, []), judge)
         best.info["rejected_solves"] = rejected
         if not best.focal_observed:
@@ -458,7 +459,7 @@ def _rotation_if_as_good(moving: CameraResult, rotating: CameraResult | None,
     """
     if rotating is None:
         return moving
-    scores = [float(judge(rotating)), float(judge(moving))]
+    scores = [float(judge(rotating)), moving.info.get("judge_score") or float(judge(moving))]
     chosen = rotating if scores[0] <= ROTATION_TOLERANCE * scores[1] else moving
     chosen.info["rotation_against_translation"] = scores
     return chosen

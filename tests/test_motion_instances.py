@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from recon4d.grounding.motion_instances import motion_instances
@@ -86,3 +87,25 @@ def test_a_region_the_mask_loses_for_a_few_frames_keeps_its_id_and_one_elsewhere
     long[2:3 + GAP_FRAMES] = False
     ids = motion_instances(long)
     assert ids[1, 20, 30] != ids[T - 1, 20, 50]
+
+
+def test_two_subjects_that_touch_for_a_few_frames_keep_their_own_ids():
+    # A square moving right reaches one moving left, turns down along it and leaves: their masks are one
+    # region in frames 10-15. Each was apart for 10 frames before, so that region is split between them,
+    # each pixel to the nearer one, and neither takes the other's id for the clip (one id was one object
+    # for the answerer: a ball and the cylinder following it were "the green object").
+    T, H, W = 24, 80, 120
+    dyn = np.zeros((T, H, W), bool)
+    for t in range(T):
+        right, down = 10 + 3 * min(t, 10), 10 + 4 * max(t - 10, 0)
+        dyn[t, down:down + 20, right:right + 20] = True
+        dyn[t, 10:30, 70 - t:86 - t] = True
+    ids = motion_instances(dyn)
+    first, second = ids[0, 20, 20], ids[0, 20, 75]
+    assert ids.max() == 2 and first != second
+    assert ids[T - 1, 70, 50] == first and ids[T - 1, 20, 55] == second
+    merged = 12
+    _, regions = cv2.connectedComponents(dyn[merged].astype(np.uint8))
+    assert regions.max() == 1  # one region in the mask ...
+    assert set(np.unique(ids[merged][dyn[merged]])) == {first, second}  # ... two ids
+    assert ids[merged, 25, 50] == first and ids[merged, 15, 70] == second

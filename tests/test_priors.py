@@ -15,7 +15,7 @@ from recon4d.geometry import pixels_np, rodrigues
 from recon4d.grounding.objects import read_id_masks
 from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
-from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
+from recon4d.priors.camera import DEFAULT_FOV_DEG, CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_check import flow_disagreement, track_reprojection
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow
@@ -250,12 +250,14 @@ def test_dolly_camera_and_masks(dolly):
 
 
 def test_dolly_focal_reported_unobservable(dolly):
-    """Without a given FoV the search cost is flat along a dolly; the solver must say the focal is a guess."""
+    """Without a given FoV the search cost is flat along a dolly; the solver must say the focal is a guess, and
+    take the default FoV as a still camera does rather than the flat cost's lowest point."""
     scene, _ = dolly
     z = np.load(scene / "priors" / "tracks_raw.npz")
     with pytest.warns(UserWarning, match="focal length is a guess"):
         res = CameraSolver(CameraOptions()).solve(z["xy"], z["visible"], np.ones(z["xy"].shape[1], bool), 320, 240)
     assert not res.focal_observed
+    assert res.info["fov_deg"] == pytest.approx(DEFAULT_FOV_DEG) and res.info["fov_search"]
 
 
 def test_orbit_camera_and_focal_from_tracks_alone(small_dir, tmp_path):

@@ -18,8 +18,10 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    focal lengths apart: a camera moving straight ahead (the focal
    cancels out of pure translation), or one fixating a point filmed at very
    low resolution (a synth orbit at 128x96; at 320x240 its minimum is clear).
-   The result then says ``focal_observed = False`` and a warning asks for
-   ``--fov-deg``.
+   The result then says ``focal_observed = False``, the focal is held at
+   ``DEFAULT_FOV_DEG`` as for a still camera (the flat cost's lowest point is
+   noise: the synth dolly pairs, shot at 60 degrees, chose 16 to 72), and a
+   warning asks for ``--fov-deg``.
 4. Joint refinement of poses, focal and points (inverse depth along the ray of
    each track's first frame, so points at infinity are representable), with a
    Cauchy loss and a weak smoothness term on the camera path (second
@@ -69,7 +71,7 @@ from recon4d.priors.camera_problem import BundleProblem, build_problem, subsampl
 from recon4d.priors.camera_sanity import gap_note, implausibility
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
-DEFAULT_FOV_DEG = 55.0  # only used when the focal cannot be observed (static camera) and none is given
+DEFAULT_FOV_DEG = 55.0  # used when the focal cannot be observed (a still camera, a flat FoV search) and none is given
 # A camera solved as translating gives way to the rotation-only solve when the judge scores that within this
 # factor of it (``_rotation_if_as_good``).
 ROTATION_TOLERANCE = 2.0
@@ -193,7 +195,9 @@ class CameraSolver:
                 search[float(fov)] = self._search_cost(x, prob)
             focal = fov_to_focal(min(search, key=search.get), W)
             observed = _sharp_minimum(search, opt.focal_contrast)
-        fix_f = opt.fov_deg is not None
+            if not observed:
+                focal = fov_to_focal(DEFAULT_FOV_DEG, W)
+        fix_f = opt.fov_deg is not None or not observed
         x = self._adjust(prob, start(focal), fix_f, rotation, nfev=opt.final_nfev)
         # tracks the static model cannot explain are dynamic: drop them and adjust again
         res = np.linalg.norm(self._residual(x, prob)[: 2 * len(prob.obs_t)].reshape(-1, 2), axis=1)

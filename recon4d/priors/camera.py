@@ -18,10 +18,13 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    focal lengths apart: a camera moving straight ahead (the focal
    cancels out of pure translation), or one fixating a point filmed at very
    low resolution (a synth orbit at 128x96; at 320x240 its minimum is clear).
-   The result then says ``focal_observed = False``, the focal is held at
-   ``DEFAULT_FOV_DEG`` as for a still camera (the flat cost's lowest point is
-   noise: the synth dolly pairs, shot at 60 degrees, chose 16 to 72), and a
-   warning asks for ``--fov-deg``.
+   The result then says ``focal_observed = False`` and a warning asks for
+   ``--fov-deg``; where the cost at ``DEFAULT_FOV_DEG`` is within
+   ``DEFAULT_FOV_RISE`` of the lowest, the focal is held at that default as
+   for a still camera (a flat cost's lowest point is noise: the synth dolly
+   pairs, shot at 60 degrees, chose 16 to 72), while a cost that rules the
+   default out keeps its lowest point (DAVIS dog: 0.33 at 40 degrees, 1.15
+   at 50-60; held at 55 it lost 3 dB).
 4. Joint refinement of poses, focal and points (inverse depth along the ray of
    each track's first frame, so points at infinity are representable), with a
    Cauchy loss and a weak smoothness term on the camera path (second
@@ -72,6 +75,9 @@ from recon4d.priors.camera_sanity import gap_note, implausibility
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 DEFAULT_FOV_DEG = 55.0  # used when the focal cannot be observed (a still camera, a flat FoV search) and none is given
+# An unobserved focal (no sharp minimum) is held at the default where the search's cost there is within this
+# factor of its lowest: the tracks cannot rule the default out. Above it the search's lowest point stands.
+DEFAULT_FOV_RISE = 1.5
 # A camera solved as translating gives way to the rotation-only solve when the judge scores that within this
 # factor of it (``_rotation_if_as_good``).
 ROTATION_TOLERANCE = 2.0
@@ -195,9 +201,10 @@ class CameraSolver:
                 search[float(fov)] = self._search_cost(x, prob)
             focal = fov_to_focal(min(search, key=search.get), W)
             observed = _sharp_minimum(search, opt.focal_contrast)
-            if not observed:
-                focal = fov_to_focal(DEFAULT_FOV_DEG, W)
-        fix_f = opt.fov_deg is not None or not observed
+        at_default = not observed and default_fov_fits(search)
+        if at_default:
+            focal = fov_to_focal(DEFAULT_FOV_DEG, W)
+        fix_f = opt.fov_deg is not None or at_default
         x = self._adjust(prob, start(focal), fix_f, rotation, nfev=opt.final_nfev)
         # tracks the static model cannot explain are dynamic: drop them and adjust again
         res = np.linalg.norm(self._residual(x, prob)[: 2 * len(prob.obs_t)].reshape(-1, 2), axis=1)
@@ -437,6 +444,13 @@ class CameraOptions:
     depth_weight: float = 2.0  # weight of the log-inverse-depth prior term (when a prior exists)
     focal_contrast: float = 0.25  # FoV-search cost rise next to the best FoV below which the focal is unobserved
     smooth_weight: float = 10.0  # weight of the camera-path smoothness term (second differences of translation)
+
+
+def default_fov_fits(search: dict) -> bool:
+    """Whether a FoV search (FoV -> cost) cannot rule out ``DEFAULT_FOV_DEG``: its cost there, interpolated
+    linearly, is within ``DEFAULT_FOV_RISE`` of its lowest."""
+    fovs = sorted(search)
+    return float(np.interp(DEFAULT_FOV_DEG, fovs, [search[f] for f in fovs])) <= DEFAULT_FOV_RISE * min(search.values())
 
 
 def _sharp_minimum(search: dict, contrast: float) -> bool:

@@ -17,9 +17,10 @@ mask at all), it is the same subject after the gap, not a second one ("the bear"
 
 Two subjects whose regions touch after each was seen apart for a few frames keep their ids
 (``_chain`` splits the joint region between them). What it cannot do: two subjects that touch
-from the start, or within ``SETTLED_FRAMES`` of one appearing, become one; a subject the motion mask misses in a frame is absent there (the
-masks' recall on real clips is well below their precision, see docs/decisions.md);
-a subject that moves more than its own extent across a gap is a new id after it.
+from the start, or within ``SETTLED_FRAMES`` of one appearing, become one; a subject the motion
+mask misses in a frame is absent there (the masks' recall on real clips is well below their
+precision, see docs/decisions.md); a subject that moves more than its own extent across a gap
+is a new id after it.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recon4d.geometry import camera_centres, pixels_np
+from recon4d.geometry import camera_centres, lift_np, pixels_np
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import sparse_depth
 from recon4d.priors.masks import rigid_flow
@@ -82,8 +82,9 @@ def camera_score(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray, fwd: 
 
 def _mean_rays(xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.ndarray) -> np.ndarray:
     """Unit world direction ``[P, 3]`` of each track ``xy [T, P, 2]``: the mean of its rays over the frames
-    ``vis [T, P]`` that see it (the inverse of ``pixels_np``)."""
-    pix = np.concatenate([xy, np.ones(xy.shape[:2] + (1,))], -1) @ np.linalg.inv(K).T
-    rays = np.einsum("tji,tpj->tpi", viewmats[:, :3, :3], pix / np.linalg.norm(pix, axis=-1, keepdims=True))
-    mean = np.where(vis[..., None], rays, 0.0).sum(0)
+    ``vis [T, P]`` that see it (each ray lifted at unit depth, less the camera's centre)."""
+    centres = camera_centres(viewmats)
+    ones = np.ones(xy.shape[1])
+    rays = np.stack([lift_np(xy[t], ones, K, viewmats[t]) - centres[t] for t in range(len(xy))])
+    mean = np.where(vis[..., None], rays / np.linalg.norm(rays, axis=-1, keepdims=True), 0.0).sum(0)
     return mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)

@@ -40,7 +40,12 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    because the homographies left points unexplained, the rotation-only camera
    is solved too and kept when that judge scores it within
    ``ROTATION_TOLERANCE`` (``_rotation_if_as_good``: a pan whose objects
-   cross the view).
+   cross the view). The same judgement runs where the vote said rotation:
+   the translating camera is solved too, and the rotation kept where the
+   judge scores it within that factor. Homographies pass for rotations when
+   the camera travels a little, or only in part of the video (a pan that
+   turns into a tracking shot), and a rotation-only camera cannot show the
+   parallax of those frames (docs/decisions.md, session 39).
 5. Optional depth term (when a depth prior exists before the camera, e.g. a
    learned model or user depth): each track's inverse depth is pulled towards
    the prior's, with one scale per frame. It constrains the relief of the scene,
@@ -78,8 +83,8 @@ DEFAULT_FOV_DEG = 55.0  # used when the focal cannot be observed (a still camera
 # An unobserved focal (no sharp minimum) is held at the default where the search's cost there is within this
 # factor of its lowest: the tracks cannot rule the default out. Above it the search's lowest point stands.
 DEFAULT_FOV_RISE = 1.5
-# A camera solved as translating gives way to the rotation-only solve when the judge scores that within this
-# factor of it (``_rotation_if_as_good``).
+# Of the two motion models' solves the rotation-only camera is kept when the judge scores it within this factor
+# of the translating one (``_rotation_if_as_good``).
 ROTATION_TOLERANCE = 2.0
 WHAT_TO_TRY = ("pass --fov-deg if the field of view is known, --masks with the moving objects' masks, "
                "or a shorter part of the video (--start/--end)")
@@ -171,7 +176,7 @@ class CameraSolver:
                 cam.info["judge_score"] = scores[name]
             return [solved[name] for name in sorted(scores, key=scores.get)]
 
-        # the chosen model's solves first; the other model only when none of them is believable
+        # the chosen model's solves first; the other model when none of them is believable (and below, for the judge)
         rejected: list[str] = []
         best = _first_plausible(candidates(rotation), xy, vis, rejected) \
             or _first_plausible(candidates(not rotation), xy, vis, rejected)
@@ -180,6 +185,10 @@ class CameraSolver:
             raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {advice}")
         if judge is not None and not rotation and choice.homographies_rotate and best.motion_type != "rotation":
             best = _rotation_if_as_good(best, _first_plausible(candidates(True), xy, vis, []), judge)
+        elif judge is not None and rotation and best.motion_type == "rotation":
+            moving = _first_plausible(candidates(False), xy, vis, [])
+            if moving is not None and moving.motion_type != "rotation":
+                best = _rotation_if_as_good(moving, best, judge)
         best.info["rejected_solves"] = rejected
         if not best.focal_observed:
             warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "
@@ -473,7 +482,9 @@ def _rotation_if_as_good(moving: CameraResult, rotating: CameraResult | None,
     camera solved instead then hides exactly that travel from the epipolar mask test, and the movers are
     never found (synth pan pairs from video: 12 of 20 scenes). Judged on the dense flow and every track, the
     rotation explains a pan about as well as the translation, which fits the movers with its extra freedom,
-    and a translating camera far worse (docs/decisions.md, session 37). The scores go to the info.
+    and a translating camera far worse (docs/decisions.md, session 37). Where the vote said rotation, a
+    camera that travels is scored 2.2 to 7 times worse as a rotation (DAVIS bear, car-roundabout,
+    scooter-black, breakdance-flare), a synth pan at most 1.4 times (session 39). The scores go to the info.
     """
     if rotating is None:
         return moving

@@ -256,6 +256,16 @@ def test_a_body_that_stays_in_place_rotates_the_way_its_outline_is_seen_to_turn(
     assert _ask(_st(arc), q, choices) == "not spinning"
     arc.seen_spin = np.full(T - 1, 1.2 * 2 * math.pi / (T - 1))
     assert _ask(_st(arc), q, choices) == CANNOT_TELL
+    # Beyond half a circle the path's turn is a spin, unless the outline is seen to turn by less than a quarter
+    # (a walker whose fitted path wobbles round a full circle under a travelling camera's solve: DAVIS bear).
+    b = np.linspace(0, 1.5 * math.pi, T)
+    loop = _obj(np.stack([1.2 * np.sin(b), 1.2 * (1 - np.cos(b)), np.full(T, 0.4)], 1), yaws=b)
+    spun = _ask(_st(loop), q, choices)
+    assert spun in ("clockwise", "counter-clockwise")
+    loop.seen_spin = np.full(T - 1, 0.05 * 2 * math.pi / (T - 1))
+    assert _ask(_st(loop), q, choices) == "not spinning"
+    loop.seen_spin = np.full(T - 1, 1.2 * 2 * math.pi / (T - 1))
+    assert _ask(_st(loop), q, choices) == spun
 
 
 def test_under_the_offline_depth_a_spinner_may_wander_up_to_two_sizes_in_the_image():

@@ -226,7 +226,9 @@ def rotation(t: ObjectTrack, viewmats: np.ndarray, spin: bool = False) -> tuple[
 
     ``spin`` ("is the bear spinning"): a travelling object spins only if its path
     turns by ``SPIN_DEG`` or more; under ``NO_SPIN_DEG`` it does not spin, it turns;
-    in between, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin.
+    above that, an outline seen to turn by less than ``NO_SPIN_DEG`` says it does not spin,
+    however far the fitted path turns (a walker's wobble under a travelling camera's solve
+    turns its path by a full turn: DAVIS bear, docs/decisions.md session 39).
     Why not the 12-20 degree band of any rotation: on real clips the path turn of
     a walking animal or a bus that goes straight reads 20-60 degrees (measured in
     docs/decisions.md), so that band calls half the travelling subjects spinning.
@@ -251,14 +253,15 @@ def rotation(t: ObjectTrack, viewmats: np.ndarray, spin: bool = False) -> tuple[
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
-    if spin and m.moving and turn < SPIN_DEG:
-        if turn < NO_SPIN_DEG:
-            return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
+    if spin and m.moving and turn < NO_SPIN_DEG:
+        return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
+    if spin and m.moving:
         outline = seen_spin_turns(t, travelling=True)
         if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0:
             return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {outline:+.2f} "
                                     "turns across its outline: no spin")
-        return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
+        if turn < SPIN_DEG:
+            return None, f"travels and turns {m.yaw_deg:+.1f} deg: maybe a spin, maybe a turn"
     if turn < NOT_ROTATING_DEG:
         return "not rotating", f"yaw {m.yaw_deg:+.1f} deg"
     if turn < ROTATING_DEG:

@@ -39,7 +39,7 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    (:mod:`recon4d.priors.camera_check`). Where the vote said translation only
    because the homographies left points unexplained, the rotation-only camera
    is solved too and kept when that judge scores it within
-   ``ROTATION_TOLERANCE`` (``_rotation_if_as_good``: a pan whose objects
+   ``ROTATION_TOLERANCE`` (:mod:`recon4d.priors.camera_choice`: a pan whose objects
    cross the view). The same judgement runs where the vote said rotation:
    the translating camera is solved too, and the rotation kept where the
    judge scores it within that factor. Homographies pass for rotations when
@@ -76,16 +76,10 @@ from recon4d.errors import UserError
 from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
-from recon4d.priors.camera_sanity import gap_note, implausibility
+from recon4d.priors.camera_choice import DEFAULT_FOV_DEG, default_fov_fits, first_plausible, rotation_if_as_good, sharp_minimum
+from recon4d.priors.camera_sanity import gap_note
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
-DEFAULT_FOV_DEG = 55.0  # used when the focal cannot be observed (a still camera, a flat FoV search) and none is given
-# An unobserved focal (no sharp minimum) is held at the default where the search's cost there is within this
-# factor of its lowest: the tracks cannot rule the default out. Above it the search's lowest point stands.
-DEFAULT_FOV_RISE = 1.5
-# Of the two motion models' solves the rotation-only camera is kept when the judge scores it within this factor
-# of the translating one (``_rotation_if_as_good``).
-ROTATION_TOLERANCE = 2.0
 WHAT_TO_TRY = ("pass --fov-deg if the field of view is known, --masks with the moving objects' masks, "
                "or a shorter part of the video (--start/--end)")
 
@@ -178,17 +172,17 @@ class CameraSolver:
 
         # the chosen model's solves first; the other model when none of them is believable (and below, for the judge)
         rejected: list[str] = []
-        best = _first_plausible(candidates(rotation), xy, vis, rejected) \
-            or _first_plausible(candidates(not rotation), xy, vis, rejected)
+        best = first_plausible(candidates(rotation), xy, vis, rejected) \
+            or first_plausible(candidates(not rotation), xy, vis, rejected)
         if best is None:
             advice = gap_note(vis, usable) or WHAT_TO_TRY
             raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {advice}")
         if judge is not None and not rotation and choice.homographies_rotate and best.motion_type != "rotation":
-            best = _rotation_if_as_good(best, _first_plausible(candidates(True), xy, vis, []), judge)
+            best = rotation_if_as_good(best, first_plausible(candidates(True), xy, vis, []), judge)
         elif judge is not None and rotation and best.motion_type == "rotation":
-            moving = _first_plausible(candidates(False), xy, vis, [])
+            moving = first_plausible(candidates(False), xy, vis, [])
             if moving is not None and moving.motion_type != "rotation":
-                best = _rotation_if_as_good(moving, best, judge)
+                best = rotation_if_as_good(moving, best, judge)
         best.info["rejected_solves"] = rejected
         if not best.focal_observed:
             warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "
@@ -209,7 +203,7 @@ class CameraSolver:
                 x = self._adjust(prob, start(fov_to_focal(fov, W)), True, rotation, nfev=opt.search_nfev)
                 search[float(fov)] = self._search_cost(x, prob)
             focal = fov_to_focal(min(search, key=search.get), W)
-            observed = _sharp_minimum(search, opt.focal_contrast)
+            observed = sharp_minimum(search, opt.focal_contrast)
         at_default = not observed and default_fov_fits(search)
         if at_default:
             focal = fov_to_focal(DEFAULT_FOV_DEG, W)
@@ -453,54 +447,3 @@ class CameraOptions:
     depth_weight: float = 2.0  # weight of the log-inverse-depth prior term (when a prior exists)
     focal_contrast: float = 0.25  # FoV-search cost rise next to the best FoV below which the focal is unobserved
     smooth_weight: float = 10.0  # weight of the camera-path smoothness term (second differences of translation)
-
-
-def default_fov_fits(search: dict) -> bool:
-    """Whether a FoV search (FoV -> cost) cannot rule out ``DEFAULT_FOV_DEG``: its cost there, interpolated
-    linearly, is within ``DEFAULT_FOV_RISE`` of its lowest."""
-    fovs = sorted(search)
-    return float(np.interp(DEFAULT_FOV_DEG, fovs, [search[f] for f in fovs])) <= DEFAULT_FOV_RISE * min(search.values())
-
-
-def _sharp_minimum(search: dict, contrast: float) -> bool:
-    """True when the best FoV's cost is clearly below its neighbours' (by ``contrast``, relative): a flat
-    cost means the tracks cannot tell focal lengths apart (pure translation, a camera fixating a point)."""
-    fovs = sorted(search)
-    i = min(range(len(fovs)), key=lambda k: search[fovs[k]])
-    best = search[fovs[i]]
-    nbrs = [search[fovs[k]] for k in (i - 1, i + 1) if 0 <= k < len(fovs)]
-    return bool(nbrs) and min(nbrs) > (1 + contrast) * best
-
-
-def _rotation_if_as_good(moving: CameraResult, rotating: CameraResult | None,
-                         judge: Callable[[CameraResult], float]) -> CameraResult:
-    """The rotation-only camera where the ``judge`` scores it within ``ROTATION_TOLERANCE`` of the translating one.
-
-    Why: a pan whose moving objects cross the view loses the model vote (:func:`select_model`): the
-    fundamental matrix of a pure rotation is free in its epipole, RANSAC sets it along the movers' travel,
-    and their tracks join its inliers, so the homography seems to leave points unexplained. The translating
-    camera solved instead then hides exactly that travel from the epipolar mask test, and the movers are
-    never found (synth pan pairs from video: 12 of 20 scenes). Judged on the dense flow and every track, the
-    rotation explains a pan about as well as the translation, which fits the movers with its extra freedom,
-    and a translating camera far worse (docs/decisions.md, session 37). Where the vote said rotation, a
-    camera that travels is scored 2.2 to 7 times worse as a rotation (DAVIS bear, car-roundabout,
-    scooter-black, breakdance-flare), a synth pan at most 1.4 times (session 39). The scores go to the info.
-    """
-    if rotating is None:
-        return moving
-    scores = [float(judge(rotating)), moving.info.get("judge_score") or float(judge(moving))]
-    chosen = rotating if scores[0] <= ROTATION_TOLERANCE * scores[1] else moving
-    chosen.info["rotation_against_translation"] = scores
-    return chosen
-
-
-def _first_plausible(cams: list[CameraResult], xy: np.ndarray, vis: np.ndarray,
-                     rejected: list[str]) -> CameraResult | None:
-    """The first of ``cams`` that :func:`~recon4d.priors.camera_sanity.implausibility` accepts; the
-    reasons of those it refuses go to ``rejected``."""
-    for cam in cams:
-        why = implausibility(cam, xy, vis)
-        if why is None:
-            return cam
-        rejected.append(f"{cam.motion_type} camera: {why}")
-    return None

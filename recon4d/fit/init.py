@@ -7,7 +7,11 @@
   are already there, so a part of the background that no Gaussian starts in renders
   black in every frame that shows it.
 * Dynamic Gaussians: dynamic pixels of the reference frame (the one with the most
-  dynamic pixels), lifted the same way; that frame defines the canonical space.
+  dynamic pixels), lifted the same way; that frame defines the canonical space. Then
+  the dynamic pixels of a few other frames that no point so far covers there, taken
+  back to the canonical space by the initial scaffold (``_dynamic_points``): a body
+  that turns or moves shows sides the reference frame does not, and densification
+  grows only from Gaussians already there.
 * Scaffold nodes: farthest-point samples of the dynamic points. Each node's transform
   at frame t is the weighted Kabsch fit between the 3D positions (lifted tracks) of
   its nearest dynamic tracks at the reference frame and at t; frames where too few of
@@ -25,7 +29,7 @@ from torch import Tensor
 
 from cuda_ext.knn import knn
 from recon4d.fit.topology import arap_edges, farthest_points
-from recon4d.geometry import kabsch, lift, quat_rotate, rotmat_to_quat, sample_depth
+from recon4d.geometry import kabsch, lift, quat_rotate, quat_to_rotmat, rotmat_to_quat, sample_depth
 from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
 from recon4d.scene.data import SceneData
 from recon4d.scene.scaffold import SkinBinding
@@ -38,6 +42,15 @@ class InitConfig:
     static_stride: int = 2
     """Pixel stride when lifting static pixels."""
     dynamic_stride: int = 1
+    dynamic_keyframes: int = 3
+    """Frames besides the reference frame, spread over the video (the first and the last among them), whose
+    dynamic pixels that no point so far covers there add dynamic Gaussians; 0: the reference frame's alone."""
+    roundtrip_px: float = 1.0
+    """Such a pixel is kept only where the scaffold takes its canonical point back to within this many
+    pixels of where it was seen."""
+    hidden_beyond: float = 0.05
+    """A moved point covers a pixel only if it is not farther than the depth prior there by more than this
+    fraction of it: the far side of a body that turned covers nothing."""
     max_nodes: int = 256
     points_per_node: int = 20
     """Roughly one node per this many dynamic Gaussians."""
@@ -139,9 +152,12 @@ def _chain_unsolved(data: SceneData, nodes: Tensor, quats: Tensor, trans: Tensor
             t += step
 
 
-def _uncovered(data: SceneData, t: int, points: Tensor, stride: int) -> Tensor:
+def _uncovered(data: SceneData, t: int, points: Tensor, stride: int, hidden_beyond: float | None = None) -> Tensor:
     """Pixels ``[H, W]`` of frame ``t`` whose ``stride`` cell, and every cell next to it, no point of
-    ``points`` projects into (the slack of one cell: a lifted point covers about its own cell)."""
+    ``points`` projects into (the slack of one cell: a lifted point covers about its own cell).
+
+    ``hidden_beyond``: a point farther than the depth prior where it projects, by more than this fraction of
+    that depth, is hidden there and covers nothing (the far side of a body that has turned)."""
     H, W = data.height, data.width
     cam = points @ data.viewmats[t, :3, :3].T + data.viewmats[t, :3, 3]
     cam = cam[cam[:, 2] > 0]
@@ -149,6 +165,10 @@ def _uncovered(data: SceneData, t: int, points: Tensor, stride: int) -> Tensor:
     cells = (uv[:, :2] / uv[:, 2:] / stride).floor().long()
     rows, cols = -(-H // stride), -(-W // stride)
     inside = (cells[:, 0] >= 0) & (cells[:, 0] < cols) & (cells[:, 1] >= 0) & (cells[:, 1] < rows)
+    if hidden_beyond is not None:
+        px = (uv[:, :2] / uv[:, 2:]).floor().long()
+        px = torch.stack([px[:, 0].clamp(0, W - 1), px[:, 1].clamp(0, H - 1)], 1)
+        inside &= cam[:, 2] <= data.depth[t, px[:, 1], px[:, 0]] * (1 + hidden_beyond)
     hit = points.new_zeros(rows, cols)
     hit[cells[inside, 1], cells[inside, 0]] = 1.0
     near = torch.nn.functional.max_pool2d(hit[None, None], 3, stride=1, padding=1)[0, 0] > 0
@@ -180,7 +200,8 @@ def _nearest_kept(t: int, frames: int, held_out: frozenset[int]) -> int:
     raise ValueError("every frame is held out")
 
 
-def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = frozenset()) -> DynamicScene:
+def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = frozenset(),
+                  skin_mode: str = "dqb") -> DynamicScene:
     """The starting scene, its colours lifted from frames outside ``held_out`` only (a held-out frame's pixels
     must reach the model through no path, or its PSNR would measure memorising)."""
     T = data.frames
@@ -194,7 +215,6 @@ def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = f
     area[list(held_out)] = -1
     ref = int(area.argmax())
     d_pts, d_rgb, d_size = _lift_pixels(data, ref, data.dynamic_mask[ref], cfg.dynamic_stride)
-    dynamic = GaussianSet(d_pts, d_size[:, None].repeat(1, 3), d_rgb, d_pts.new_full((len(d_pts),), 0.9))
     if len(d_pts) == 0:  # a static video: one idle node keeps the model uniform
         nodes = s_pts[:1].clone()
     else:
@@ -203,5 +223,54 @@ def initial_scene(data: SceneData, cfg: InitConfig, held_out: frozenset[int] = f
     quats, trans = node_trajectories(data, nodes, ref, cfg)
     scaffold = MotionScaffold(nodes, quats, trans, latent_dim=cfg.latent_dim)
     scaffold.arap_edges = arap_edges(scaffold.node_positions().detach(), cfg.arap_k, cfg.arap_levels)
+    if len(d_pts) and cfg.dynamic_keyframes > 0:
+        frames = torch.linspace(0, T - 1, min(cfg.dynamic_keyframes, T)).round().long().unique().tolist()
+        others = [t for t in dict.fromkeys(_nearest_kept(t, T, held_out) for t in frames) if t != ref]
+        d_pts, d_rgb, d_size = _dynamic_points(data, scaffold, others, (d_pts, d_rgb, d_size), cfg, skin_mode)
+    dynamic = GaussianSet(d_pts, d_size[:, None].repeat(1, 3), d_rgb, d_pts.new_full((len(d_pts),), 0.9))
     binding = SkinBinding.bind(d_pts if len(d_pts) else nodes[:0], nodes, k=cfg.skin_k)
-    return DynamicScene(static, dynamic, scaffold, binding, reference_frame=ref)
+    return DynamicScene(static, dynamic, scaffold, binding, skin_mode=skin_mode, reference_frame=ref)
+
+
+def _dynamic_points(data: SceneData, scaffold: MotionScaffold, frames: list[int],
+                    lifted: tuple[Tensor, Tensor, Tensor], cfg: InitConfig, skin_mode: str
+                    ) -> tuple[Tensor, Tensor, Tensor]:
+    """The reference frame's dynamic points ``lifted`` (canonical), then, frame by frame, the dynamic pixels
+    of ``frames`` that none of the points so far covers there, each taken back to the canonical space.
+
+    A pixel seen at frame t is taken back by the blend of the inverse transforms of its nearest nodes at t
+    (skinning weights from its distance to them there), and kept only where skinning the canonical point
+    forward lands within ``roundtrip_px`` of where it was seen: between nodes whose transforms disagree
+    (two limbs, a node carried off by a lost track) no canonical point explains the pixel, and one placed
+    anyway would draw a ghost in every other frame."""
+    points, colours, sizes = lifted
+    for t in frames:
+        moved = _skinned(points, scaffold, t, cfg.skin_k, skin_mode)
+        mask = data.dynamic_mask[t] & _uncovered(data, t, moved, cfg.dynamic_stride, cfg.hidden_beyond)
+        seen, rgb, size = _lift_pixels(data, t, mask, cfg.dynamic_stride)
+        if len(seen) == 0:
+            continue
+        canon = _taken_back(seen, scaffold, t, cfg.skin_k)
+        error = (_skinned(canon, scaffold, t, cfg.skin_k, skin_mode) - seen).norm(dim=-1)
+        pixel = size / (0.6 * cfg.dynamic_stride)  # the length of one pixel at the point's depth
+        keep = error <= cfg.roundtrip_px * pixel
+        points, colours, sizes = (torch.cat([a, b[keep]]) for a, b in ((points, canon), (colours, rgb), (sizes, size)))
+    return points, colours, sizes
+
+
+def _skinned(canon: Tensor, scaffold: MotionScaffold, t: int, k: int, skin_mode: str) -> Tensor:
+    """Canonical points moved to frame t, bound to their nearest nodes as the scene will bind them."""
+    ident = canon.new_tensor([1.0, 0, 0, 0]).expand(len(canon), 4)
+    with torch.no_grad():
+        return SkinBinding.bind(canon, scaffold.node_pos, k=k).deform(canon, ident, scaffold, t, skin_mode)[0]
+
+
+def _taken_back(seen: Tensor, scaffold: MotionScaffold, t: int, k: int) -> Tensor:
+    """Points seen at frame t in the canonical space: each nearest node's inverse transform at t, blended
+    by the skinning weights of the point's distances to those nodes at t."""
+    with torch.no_grad():
+        binding = SkinBinding.bind(seen, scaffold.node_positions(t), k=k)
+        ids, weights = binding.node_ids.long(), binding.weights()
+        rot = quat_to_rotmat(torch.nn.functional.normalize(scaffold.node_quats[t], dim=-1))[ids]  # [N, K, 3, 3]
+        local = ((seen[:, None] - scaffold.translations(t)[ids])[..., None, :] @ rot)[..., 0, :]  # R^T (p - t)
+        return (weights[..., None] * local).sum(1)

@@ -140,8 +140,7 @@ class Trainer:
         cfg = self.cfg
         latent = cfg.latent_dim if self.data.teachers else 0
         self.scene = initial_scene(self.data, InitConfig(**{**asdict(cfg.init), "latent_dim": latent}),
-                                   self.held_out)
-        self.scene.skin_mode = cfg.skin_mode
+                                   self.held_out, cfg.skin_mode)
         self.heads = nn.ModuleDict({name: FeatureHead(latent, feats.shape[-1])
                                     for name, feats in self.data.teachers.items()} if latent else {})
         self.poses = PoseRefinement(self.data.frames)

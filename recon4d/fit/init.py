@@ -34,6 +34,8 @@ from recon4d.scene import DynamicScene, GaussianSet, MotionScaffold
 from recon4d.scene.data import SceneData
 from recon4d.scene.scaffold import SkinBinding
 
+FOOTPRINT = 0.6  # a lifted point's size as a share of its stride cell's width at its depth (about its footprint)
+
 
 @dataclass
 class InitConfig:
@@ -78,7 +80,7 @@ def _lift_pixels(data: SceneData, t: int, mask: Tensor, stride: int) -> tuple[Te
     d = data.depth[t, px[:, 1], px[:, 0]]
     pts = lift(px.float() + 0.5, d, data.K, data.viewmats[t])
     rgb = data.images[t, px[:, 1], px[:, 0]]
-    size = d / data.K[0, 0] * stride * 0.6  # about the pixel footprint
+    size = d / data.K[0, 0] * stride * FOOTPRINT
     return pts, rgb, size
 
 
@@ -252,7 +254,7 @@ def _dynamic_points(data: SceneData, scaffold: MotionScaffold, frames: list[int]
             continue
         canon = _taken_back(seen, scaffold, t, cfg.skin_k)
         error = (_skinned(canon, scaffold, t, cfg.skin_k, skin_mode) - seen).norm(dim=-1)
-        pixel = size / (0.6 * cfg.dynamic_stride)  # the length of one pixel at the point's depth
+        pixel = size / (FOOTPRINT * cfg.dynamic_stride)  # the length of one pixel at the point's depth
         keep = error <= cfg.roundtrip_px * pixel
         points, colours, sizes = (torch.cat([a, b[keep]]) for a, b in ((points, canon), (colours, rgb), (sizes, size)))
     return points, colours, sizes

@@ -253,9 +253,9 @@ def rotation(t: ObjectTrack, viewmats: np.ndarray, spin: bool = False) -> tuple[
     if m.moving and not m.turn_known:
         return None, _TURN_UNKNOWN
     turn = abs(m.yaw_deg)
-    if spin and m.moving and turn < NO_SPIN_DEG:
-        return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
     if spin and m.moving:
+        if turn < NO_SPIN_DEG:
+            return "not rotating", f"travels and turns {m.yaw_deg:+.1f} deg: less than a spin"
         outline = seen_spin_turns(t, travelling=True)
         if outline is not None and abs(outline) < NO_SPIN_DEG / 360.0:
             return "not rotating", (f"travels and turns {m.yaw_deg:+.1f} deg, but is seen to turn only {outline:+.2f} "

@@ -76,7 +76,8 @@ from recon4d.errors import UserError
 from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
-from recon4d.priors.camera_choice import DEFAULT_FOV_DEG, default_fov_fits, first_plausible, rotation_if_as_good, sharp_minimum
+from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, rotation_if_as_good,
+                                         sharp_minimum)
 from recon4d.priors.camera_sanity import gap_note
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases

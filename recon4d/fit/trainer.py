@@ -65,9 +65,11 @@ class LossWeights:
     track: float = 0.05
     # Scaffold terms are measured in units of the scene extent (median prior depth), so that
     # the same weights hold whatever scale the camera solve gave the scene.
-    arap: float = 8.0
+    arap: float = 2.0
+    """Node pairs keep their distances; lightly, because a real body bends at its joints and a pair across a
+    knee holds the leg back (docs/decisions.md, "the scaffold's rigidity terms")."""
     velocity: float = 0.0
-    acceleration: float = 4.0
+    acceleration: float = 1.0
     silhouette: float = 1.0
     motion_depth: float = 1.0
     """Depth term of the ``motion`` stage (relative L1 on the mask): its other terms are all image-plane, and

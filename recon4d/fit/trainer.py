@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
@@ -33,13 +32,13 @@ from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.schedule import deck_frame, ends_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
 from recon4d.fit.stages import FINAL_LR, STAGE_SPECS, LearningRates, StageSpec, param_groups
 from recon4d.fit.topology import arap_edges
-from recon4d.geometry import camera_centres, lift, sample_depth
+from recon4d.fit.track_loss import AnchoredTracks, track_loss
+from recon4d.geometry import camera_centres
 from recon4d.render import RenderOutput, rasterize
 from recon4d.render.metrics import psnr
 from recon4d.scene.data import SceneData
 from recon4d.scene.heads import FeatureHead, to_grid
 from recon4d.scene.model import DYN, LATENT_START, RGB
-from recon4d.scene.scaffold import SkinBinding
 from recon4d.scene_folder import FIT_STAGES as STAGES
 
 
@@ -160,7 +159,7 @@ class Trainer:
             self.poses.release_first()
         self._new_optimizer()
         self.densifier = Densifier(self.cfg.densify, self.extent, self.eye)
-        self._track_binding = None
+        self._anchored_tracks = None
 
     def _new_optimizer(self) -> None:
         groups = param_groups(STAGE_SPECS[self.stage], self.scene, self.heads, self.poses, self.cfg.learning_rates,
@@ -215,30 +214,11 @@ class Trainer:
                          backend=self.cfg.backend)
 
     def _track_loss(self, t: int) -> Tensor:
-        d, ref = self.data, self.scene.reference_frame
-        if self._track_binding is None:
-            sel = torch.nonzero(d.track_dynamic & d.track_visible[ref]).squeeze(1)
-            xy = d.track_xy[ref, sel]
-            pts = lift(xy, sample_depth(d.depth[ref], xy), d.K, d.viewmats[ref])
-            binding = SkinBinding.bind(pts, self.scene.scaffold.node_pos, k=self.cfg.init.skin_k) if len(sel) else None
-            self._track_binding = (sel, pts, binding)
-        sel, pts, binding = self._track_binding
-        if binding is None:
-            return torch.zeros((), device=d.K.device)
-        vis = d.track_visible[t, sel]
-        ident = torch.zeros_like(pts[:, :1]).expand(-1, 4) + pts.new_tensor([1.0, 0, 0, 0])
-        moved, _ = binding.deform(pts, ident, self.scene.scaffold, t, self.scene.skin_mode)
-        view = self.viewmat(t)[0]
-        cam = moved @ view[:3, :3].T + view[:3, 3]
-        in_front = cam[:, 2] > 1e-3 * self.extent  # a point behind the camera has no reprojection
-        uv = cam @ d.K.T
-        uv = uv[:, :2] / uv[:, 2:3].clamp(min=1e-3 * self.extent)
-        keep = (vis & in_front)[:, None].expand(-1, 2)
-        # Errors in image widths, capped: a few wrong tracks must not outweigh the rest. The mean over the kept
-        # tracks is masked, not gathered: a gather makes a GPU wait for the host.
-        err = ((uv - d.track_xy[t, sel]) / d.width).clamp(-0.2, 0.2)
-        huber = F.huber_loss(err, torch.zeros_like(err), delta=0.01, reduction="none")
-        return torch.where(keep, huber, 0.0).sum() / keep.sum().clamp(min=1)
+        if self._anchored_tracks is None:
+            self._anchored_tracks = AnchoredTracks.from_data(self.data, self.scene.reference_frame, self.train_frames,
+                                                             self.scene.scaffold.node_pos)
+        return track_loss(self._anchored_tracks, self.data, self.scene.scaffold, t, self.viewmat(t)[0], self.extent,
+                          self.cfg.init.skin_k)
 
     def losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """The step's total loss, its terms (0-d tensors, read on the host only when logged) and the render

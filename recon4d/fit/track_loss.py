@@ -2,11 +2,11 @@
 
 Why every track and not only the reference frame's: flow-chained tracks end at occlusions and fast
 motion and new ones are seeded later, so the tracks the reference frame sees are gone a few frames away
-(DAVIS horsejump-high: none of them is left after frame 24 of 50; breakdance-flare: they cover frames
-10-26 of 71), and there the scaffold's motion had no track to follow, only the images. Here each dynamic
-track is lifted with the depth prior at its *anchor*, the frame nearest the reference where it is seen
-(the reference itself for the tracks it sees), and carried to any other frame that sees it by the
-blend of its nearest nodes' motions between the two frames; the term is its reprojection error there.
+(measured in docs/decisions.md), and there the scaffold's motion had no track to follow, only the
+images. Here each dynamic track is lifted with the depth prior at its *anchor*, the frame nearest the
+reference where it is seen (the reference itself for the tracks it sees), and carried to any other
+frame that sees it by the blend of its nearest nodes' motions between the two frames; the term is its
+reprojection error there.
 
 The anchor's side is held (no gradient through the anchor frame's node transforms): a frame is pulled
 towards the frames nearer the reference, which more tracks tie down, and the ``motion`` stage, which

@@ -63,10 +63,9 @@ class LossWeights:
     mask: float = 0.1
     track: float = 0.05
     # Scaffold terms are measured in units of the scene extent (median prior depth), so that
-    # the same weights hold whatever scale the camera solve gave the scene.
+    # the same weights hold whatever scale the camera solve gave the scene. The rigidity terms are light:
+    # a real body bends at its joints, and a node pair across a knee holds the leg back (docs/decisions.md).
     arap: float = 2.0
-    """Node pairs keep their distances; lightly, because a real body bends at its joints and a pair across a
-    knee holds the leg back (docs/decisions.md, "the scaffold's rigidity terms")."""
     velocity: float = 0.0
     acceleration: float = 1.0
     silhouette: float = 1.0

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from recon4d.fit.init import InitConfig, initial_scene, node_trajectories
 from recon4d.priors.depth import objects_at_contact_depth
 from recon4d.scene.data import SceneData
 from tests.conftest import requires_compiler
+from tests.turning_ball import turning_ball
 
 
 @requires_compiler
@@ -110,36 +110,6 @@ def test_static_points_cover_what_a_panning_camera_sees_between_keyframes():
         assert bool(match.any()) == kept, t
 
 
-def _turning_ball(T: int, degrees: float, W: int, H: int, f: float):
-    """A ball of radius 1.2 at depth 5 before a wall at depth 10, turning about its vertical axis by
-    ``degrees`` over the video under a still camera: exact depth, masks and tracks (400 points of its
-    surface, visible where they face the camera); the centre, the radius and each frame's rotation."""
-    K = torch.tensor([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1.0]])
-    centre, radius = torch.tensor([0.0, 0.0, 5.0]), 1.2
-    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    rays = torch.stack([xs, ys, torch.ones_like(xs)], -1) @ torch.linalg.inv(K).T  # camera depth 1
-    # nearest hit of the ray s * ray with the ball: |s ray - c|^2 = r^2
-    a, b, c = (rays * rays).sum(-1), -2 * rays @ centre, float(centre @ centre) - radius**2
-    disc = b * b - 4 * a * c
-    hit = disc > 0
-    s = (-b - disc.clamp(min=0).sqrt()) / (2 * a)
-    depth = torch.where(hit, s, torch.full_like(s, 10.0))  # the ray's z is 1, so its depth is s
-    angles = torch.tensor(np.radians(np.linspace(0.0, degrees, T)), dtype=torch.float32)
-    turns = torch.stack([torch.tensor([[torch.cos(g), 0, torch.sin(g)], [0, 1, 0], [-torch.sin(g), 0, torch.cos(g)]])
-                         for g in angles])
-    g = torch.Generator().manual_seed(0)
-    surface = F.normalize(torch.randn(400, 3, generator=g), dim=-1) * radius
-    points = centre + surface @ turns.transpose(1, 2)  # [T, 400, 3]
-    facing = ((points - centre) * -points).sum(-1) > 0
-    uv = points @ K.T
-    data = SceneData(
-        images=torch.rand(T, H, W, 3, generator=g), K=K, viewmats=torch.eye(4).repeat(T, 1, 1),
-        depth=depth.expand(T, H, W).clone(), dynamic_mask=hit.expand(T, H, W).clone(),
-        track_xy=uv[..., :2] / uv[..., 2:], track_visible=facing, track_dynamic=torch.ones(400, dtype=torch.bool),
-    )
-    return data, centre, radius, turns
-
-
 def _seen_share(scene, data: SceneData, t: int) -> float:
     """Share of frame t's ball pixels with a dynamic point moved there within 1.5 px that is not hidden
     behind the ball's near surface."""
@@ -162,7 +132,7 @@ def test_dynamic_points_cover_the_sides_a_turning_body_shows_after_the_reference
     turn out of view, are rough. With the points of two more frames taken back to the canonical space,
     three quarters of every frame's view of the ball is covered by points on its surface; from the
     reference frame alone, under a third of the last frame's."""
-    data, centre, radius, _ = _turning_ball(T=9, degrees=90.0, W=128, H=96, f=100.0)
+    data, centre, radius, _, _ = turning_ball(T=9, degrees=90.0, W=128, H=96, f=100.0)
     alone = initial_scene(data, InitConfig(keyframes=1, dynamic_keyframes=0))
     scene = initial_scene(data, InitConfig(keyframes=1, dynamic_keyframes=3))
     assert scene.reference_frame == 0 and len(scene.dynamic) > 1.2 * len(alone.dynamic)

@@ -3,47 +3,24 @@ first tracks end half-way and whose later ones start there."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from recon4d.fit.track_loss import AnchoredTracks, carried, track_loss
 from recon4d.geometry import rotmat_to_quat
-from recon4d.scene.data import SceneData
 from recon4d.scene.scaffold import MotionScaffold
+from tests.turning_ball import CENTRE, RADIUS, turning_ball
 
-T, W, H, FOCAL = 9, 128, 96, 100.0
-CENTRE, RADIUS = torch.tensor([0.0, 0.0, 5.0]), 1.2
-
-
-def _turns(degrees: float) -> torch.Tensor:
-    g = torch.tensor(np.radians(np.linspace(0.0, degrees, T)), dtype=torch.float32)
-    c, s, o, i = torch.cos(g), torch.sin(g), torch.zeros(T), torch.ones(T)
-    return torch.stack([torch.stack([c, o, s], -1), torch.stack([o, i, o], -1), torch.stack([-s, o, c], -1)], 1)
+T = 9
 
 
-def _ball_with_short_tracks(degrees: float = 90.0):
-    """A ball turning about its vertical axis under a still camera, exact depth; 300 surface points tracked
-    in frames 0-4 and 300 others in frames 4-8, each where it faces the camera. Returns the data, each
+def _ball_with_short_tracks():
+    """The turning ball (a quarter turn) with 600 surface points: the first 300 tracked in frames 0-4 and
+    the others in frames 4-8, each where it faces the camera. Returns the data, each
     frame's rotation and each track's true position in every frame."""
-    K = torch.tensor([[FOCAL, 0, W / 2], [0, FOCAL, H / 2], [0, 0, 1.0]])
-    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    rays = torch.stack([xs, ys, torch.ones_like(xs)], -1) @ torch.linalg.inv(K).T
-    a, b, c = (rays * rays).sum(-1), -2 * rays @ CENTRE, float(CENTRE @ CENTRE) - RADIUS**2
-    disc = b * b - 4 * a * c
-    hit = disc > 0
-    depth = torch.where(hit, (-b - disc.clamp(min=0).sqrt()) / (2 * a), torch.full_like(a, 10.0))
-    turns = _turns(degrees)
-    surface = F.normalize(torch.randn(600, 3, generator=torch.Generator().manual_seed(0)), dim=-1) * RADIUS
-    points = CENTRE + surface @ turns.transpose(1, 2)  # [T, 600, 3]
-    facing = ((points - CENTRE) * -points).sum(-1) > 0
-    facing[5:, :300] = False
-    facing[:4, 300:] = False
-    uv = points @ K.T
-    data = SceneData(images=torch.zeros(T, H, W, 3), K=K, viewmats=torch.eye(4).repeat(T, 1, 1),
-                     depth=depth.expand(T, H, W).clone(), dynamic_mask=hit.expand(T, H, W).clone(),
-                     track_xy=uv[..., :2] / uv[..., 2:], track_visible=facing,
-                     track_dynamic=torch.ones(600, dtype=torch.bool))
+    data, _, _, turns, points = turning_ball(T=T, degrees=90.0, W=128, H=96, f=100.0, tracks=600)
+    data.track_visible[5:, :300] = False
+    data.track_visible[:4, 300:] = False
     return data, turns, points
 
 

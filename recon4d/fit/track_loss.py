@@ -37,7 +37,9 @@ class AnchoredTracks:
     points: Tensor
     """[n, 3] the track's point at its anchor frame, lifted with that frame's depth prior (world)."""
     sigma: float
-    """Skinning falloff: twice the median spacing of the canonical nodes, as ``SkinBinding.bind``."""
+    """Skinning falloff: twice the median distance from a canonical node to its nearest neighbour (the
+    scene's ``SkinBinding.bind`` measures from its Gaussians to their nearest node instead: about the same
+    for a dense set)."""
 
     @classmethod
     def from_data(cls, data: SceneData, ref: int, train_frames: list[int], node_pos: Tensor) -> "AnchoredTracks":

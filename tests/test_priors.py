@@ -16,6 +16,7 @@ from recon4d.io.frames import IngestOptions, ingest, load_frames, load_masks
 from recon4d.priors import cache as C
 from recon4d.priors.camera import CameraOptions, CameraSolver
 from recon4d.priors.camera_choice import DEFAULT_FOV_DEG
+from recon4d.priors.camera_problem import MIN_BA_TRACKS_PER_FRAME, subsample_tracks
 from recon4d.priors.epipolar import static_residual
 from recon4d.priors.flow import DISFlow
 from recon4d.priors.masks import merge_user, parallax, rigid_flow
@@ -193,6 +194,28 @@ def test_bundle_adjustment_recovers_pan_camera_from_exact_tracks(synth_dir):
     assert err["rot_err_deg"]["max"] < 0.05
     assert abs(res.K[0, 0] / truth.K[0, 0] - 1) < 0.01
     assert res.motion_type == "rotation"
+
+
+def test_bundle_adjustment_tracks_cover_every_frame_of_a_camera_that_speeds_up():
+    """A camera that turns slowly, then fast (a tracking shot): the longest tracks all belong to the first
+    half, and the adjustment's sample of them must still see each late frame ``MIN_BA_TRACKS_PER_FRAME``
+    times, from that frame's own tracks (DAVIS soapbox kept 0 to 2 in its last 30 frames)."""
+    T, W, H = 60, 320, 240
+    rng = np.random.default_rng(0)
+    spans = [(s, min(s + 40, 30)) for s in rng.integers(0, 25, 900)]  # slow: long tracks in frames 0-29
+    spans += [(s, min(s + 6, T - 1)) for s in rng.integers(28, T - 3, 600)]  # fast: 4 to 7 frames each
+    vis = np.zeros((T, len(spans)), bool)
+    for i, (a, b) in enumerate(spans):
+        vis[a:b + 1, i] = True
+    xy = rng.uniform([0, 0], [W, H], (T, len(spans), 2)).astype(np.float32)
+    idx = np.flatnonzero(vis.sum(0) >= 3)
+    sel = subsample_tracks(idx, xy, vis, 300, W, H)
+    seen = vis[:, sel].sum(1)
+    available = vis[:, idx].sum(1)
+    assert (seen >= np.minimum(MIN_BA_TRACKS_PER_FRAME, available)).all(), seen
+    long_first = subsample_tracks(idx, xy, vis, 300, W, H, per_frame=0)
+    assert len(long_first) == 300 and np.isin(long_first, sel).all()  # the first pass is kept whole
+    assert vis[45:, long_first].sum() == 0  # without the cover the late frames see none of them
 
 
 @pytest.fixture(scope="module")

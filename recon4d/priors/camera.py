@@ -179,9 +179,9 @@ class CameraSolver:
             advice = gap_note(vis, usable) or WHAT_TO_TRY
             raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {advice}")
         if judge is not None and not rotation and choice.homographies_rotate and best.motion_type != "rotation":
-            best = rotation_if_as_good(best, first_plausible(candidates(True), xy, vis, []), judge)
+            best = rotation_if_as_good(best, first_plausible(candidates(True), xy, vis, rejected), judge)
         elif judge is not None and rotation and best.motion_type == "rotation":
-            moving = first_plausible(candidates(False), xy, vis, [])
+            moving = first_plausible(candidates(False), xy, vis, rejected)
             if moving is not None and moving.motion_type != "rotation":
                 best = rotation_if_as_good(moving, best, judge)
         best.info["rejected_solves"] = rejected

@@ -9,7 +9,7 @@ import numpy as np
 from recon4d.geometry import pixels_np, rodrigues
 from recon4d.priors.camera import CameraOptions, CameraResult, CameraSolver
 from recon4d.priors.camera_check import flow_disagreement, track_reprojection
-from recon4d.priors.camera_choice import default_fov_fits
+from recon4d.priors.camera_choice import FREE_FOCAL_MARGIN, default_fov_fits, judged_order
 from recon4d.priors.masks import rigid_flow
 from recon4d.priors.report import camera_errors
 
@@ -21,6 +21,25 @@ def test_an_unobserved_focal_takes_the_default_only_where_the_search_cannot_rule
     lucia = {20.0: 0.177, 30.0: 0.197, 40.0: 0.245, 50.0: 0.215, 60.0: 0.237, 70.0: 0.224, 80.0: 0.226, 90.0: 0.223}
     dog = {20.0: 0.582, 30.0: 0.366, 40.0: 0.33, 50.0: 1.167, 60.0: 1.141, 70.0: 1.579, 80.0: 2.519, 90.0: 3.963}
     assert default_fov_fits(lucia) and not default_fov_fits(dog)
+
+
+
+def test_a_freed_focal_is_preferred_to_the_held_default_only_by_a_clear_margin():
+    """Judge scores of DAVIS libby's four solves (docs/decisions.md, session 44): freed at 58 degrees the ransac
+    start scores 0.11, held at the default 0.56, so the freed camera is kept; a freed camera that only ties the
+    held one, or wins by less than the margin, leaves the default standing."""
+    def judged(scores: dict[str, float]) -> list[str]:
+        solved = {name: CameraResult(np.eye(3), np.eye(4)[None], "general", np.ones(1, bool), np.zeros((1, 3)),
+                                     False, {"score": score, **({"focal_freed": True} if "free" in name else {})})
+                  for name, score in scores.items()}
+        order = judged_order(solved, lambda cam: cam.info["score"])
+        assert all(cam.info["start_scores"] == scores and cam.info["judge_score"] == cam.info["score"] for cam in order)
+        return [next(name for name, cam in solved.items() if cam is kept) for kept in order]
+
+    libby = {"magsac++": 8.84, "magsac++ free focal": 0.124, "ransac": 0.557, "ransac free focal": 0.113}
+    assert judged(libby) == ["ransac free focal", "magsac++ free focal", "ransac", "magsac++"]
+    assert judged({"ransac": 0.2, "ransac free focal": 0.2 / (0.9 * FREE_FOCAL_MARGIN)})[0] == "ransac"
+    assert judged({"ransac": 0.2, "ransac free focal": 0.2 / (1.1 * FREE_FOCAL_MARGIN)})[0] == "ransac free focal"
 
 
 def _pan_then_travel(T: int = 24, turn_frames: int = 16, W: int = 128, H: int = 96):

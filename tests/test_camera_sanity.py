@@ -66,7 +66,7 @@ def test_solver_falls_back_to_the_next_believable_solve(monkeypatch):
     """The first solve comes out absurd (as a diverged adjustment does): the solver keeps the next one and
     records why it refused the first."""
     _, xy, vis = _scene()
-    real = CameraSolver._solve_from
+    real = CameraSolver._refine
     calls = []
 
     def first_absurd(self, *args, **kwargs):
@@ -74,7 +74,7 @@ def test_solver_falls_back_to_the_next_believable_solve(monkeypatch):
         calls.append(cam)
         return _absurd(cam) if len(calls) == 1 else cam
 
-    monkeypatch.setattr(CameraSolver, "_solve_from", first_absurd)
+    monkeypatch.setattr(CameraSolver, "_refine", first_absurd)
     cam = CameraSolver(CameraOptions(fov_deg=float(np.degrees(2 * np.arctan(128 / 200))))).solve(
         xy.astype(np.float32), vis, np.ones(xy.shape[1], bool), 256, 192)
     assert len(calls) >= 2
@@ -85,8 +85,8 @@ def test_solver_falls_back_to_the_next_believable_solve(monkeypatch):
 
 def test_solver_says_clearly_when_no_camera_is_believable(monkeypatch):
     _, xy, vis = _scene()
-    real = CameraSolver._solve_from
-    monkeypatch.setattr(CameraSolver, "_solve_from", lambda self, *a, **k: _absurd(real(self, *a, **k)))
+    real = CameraSolver._refine
+    monkeypatch.setattr(CameraSolver, "_refine", lambda self, *a, **k: _absurd(real(self, *a, **k)))
     with pytest.raises(CameraSolveError) as err:
         CameraSolver(CameraOptions(fov_deg=65.0, fov_step=30.0)).solve(
             xy.astype(np.float32), vis, np.ones(xy.shape[1], bool), 256, 192)
@@ -110,8 +110,8 @@ def test_a_failed_solve_names_the_frames_no_still_track_links(monkeypatch):
     assert untracked_gaps(vis, static) == [(4, 8)]
     assert untracked_gaps(vis[:5], static) == []
     assert "frames 4-8" in gap_note(vis, static) and gap_note(vis[:5], static) is None
-    real = CameraSolver._solve_from
-    monkeypatch.setattr(CameraSolver, "_solve_from", lambda self, *a, **k: _absurd(real(self, *a, **k)))
+    real = CameraSolver._refine
+    monkeypatch.setattr(CameraSolver, "_refine", lambda self, *a, **k: _absurd(real(self, *a, **k)))
     with pytest.raises(CameraSolveError) as err:
         CameraSolver(CameraOptions(fov_deg=65.0, fov_step=30.0)).solve(xy.astype(np.float32), vis, static, 256, 192)
     assert "frames 4-8" in str(err.value) and "--start/--end" in str(err.value)

@@ -273,13 +273,17 @@ def test_dolly_camera_and_masks(dolly):
 
 def test_dolly_focal_reported_unobservable(dolly):
     """Without a given FoV the search cost is flat along a dolly; the solver must say the focal is a guess, and
-    take the default FoV as a still camera does rather than the flat cost's lowest point."""
+    take the default FoV as a still camera does rather than the flat cost's lowest point. A judge is shown the
+    cameras refined with the focal freed as well, and one that prefers them by less than ``FREE_FOCAL_MARGIN``
+    (:func:`~recon4d.priors.camera_choice.judged_order`) leaves the default standing."""
     scene, _ = dolly
     z = np.load(scene / "priors" / "tracks_raw.npz")
     with pytest.warns(UserWarning, match="focal length is a guess"):
-        res = CameraSolver(CameraOptions()).solve(z["xy"], z["visible"], np.ones(z["xy"].shape[1], bool), 320, 240)
-    assert not res.focal_observed
+        res = CameraSolver(CameraOptions()).solve(z["xy"], z["visible"], np.ones(z["xy"].shape[1], bool), 320, 240,
+                                                  judge=lambda cam: 1.0 if cam.info.get("focal_freed") else 1.5)
+    assert not res.focal_observed and not res.info.get("focal_freed")
     assert res.info["fov_deg"] == pytest.approx(DEFAULT_FOV_DEG) and res.info["fov_search"]
+    assert set(res.info["start_scores"]) == {"magsac++", "ransac", "magsac++ free focal", "ransac free focal"}
 
 
 def test_orbit_camera_and_focal_from_tracks_alone(small_dir, tmp_path):

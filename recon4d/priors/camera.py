@@ -24,7 +24,10 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
    for a still camera (a flat cost's lowest point is noise: the synth dolly
    pairs, shot at 60 degrees, chose 16 to 72), while a cost that rules the
    default out keeps its lowest point (DAVIS dog: 0.33 at 40 degrees, 1.15
-   at 50-60; held at 55 it lost 3 dB).
+   at 50-60; held at 55 it lost 3 dB). Where the default is held and a judge is given, the camera refined
+   with the focal free from the search's lowest point is solved too, and kept where the judge scores it
+   ``FREE_FOCAL_MARGIN`` times lower: the short search can be flat where the full adjustment and the
+   dense flow are not (DAVIS libby: 0.56 held, 0.11 freed at 58 degrees, +3.4 dB).
 4. Joint refinement of poses, focal and points (inverse depth along the ray of
    each track's first frame, so points at infinity are representable), with a
    Cauchy loss and a weak smoothness term on the camera path (second
@@ -76,8 +79,8 @@ from recon4d.errors import UserError
 from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
-from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, rotation_if_as_good,
-                                         sharp_minimum)
+from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, judged_order,
+                                         rotation_if_as_good, sharp_minimum)
 from recon4d.priors.camera_sanity import gap_note
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
@@ -160,16 +163,13 @@ class CameraSolver:
 
         def candidates(as_rotation: bool) -> list[CameraResult]:
             """The solves of one motion model, the judge's choice first."""
-            if as_rotation:
-                return [self._solve_from(lambda f: start(f, None), problem, prob, P, usable, motion, info, True)]
-            scorer = judge or (lambda cam: cam.info["reproj_px_median"])
-            solved = {name: self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable, motion, info,
-                                             False) for name, e in ESSENTIAL_ESTIMATORS.items()}
-            scores = {name: float(scorer(cam)) for name, cam in solved.items()}
-            for name, cam in solved.items():
-                cam.info["start_scores"] = scores
-                cam.info["judge_score"] = scores[name]
-            return [solved[name] for name in sorted(scores, key=scores.get)]
+            starts = {"rotation": None} if as_rotation else ESSENTIAL_ESTIMATORS
+            solved = {f"{name}{variant}": cam for name, e in starts.items()
+                      for variant, cam in self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable,
+                                                           motion, info, as_rotation, judge is not None).items()}
+            if len(solved) == 1:
+                return list(solved.values())
+            return judged_order(solved, judge or (lambda cam: cam.info["reproj_px_median"]))
 
         # the chosen model's solves first; the other model when none of them is believable (and below, for the judge)
         rejected: list[str] = []
@@ -190,12 +190,18 @@ class CameraSolver:
                           "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=2)
         return best
 
-    def _solve_from(self, start, problem, prob: BundleProblem, P, usable, motion, info, rotation: bool) -> CameraResult:
-        """FoV search (unless the FoV is given), adjustment, outlier removal and a second adjustment, from the
-        parameters ``start(focal)`` gives for the tracks of ``prob``; ``problem(tracks)`` builds the
-        problem again for the tracks kept."""
+    def _solve_from(self, start, problem, prob: BundleProblem, P, usable, motion, info, rotation: bool,
+                    free_alternative: bool) -> dict[str, CameraResult]:
+        """FoV search (unless the FoV is given), then :meth:`_refine` from the parameters ``start(focal)`` gives
+        for the tracks of ``prob``; ``problem(tracks)`` builds the problem again for the tracks kept.
+
+        Returns ``{"": camera}``; where the focal is held at the default and ``free_alternative`` is set, also
+        ``{" free focal": camera}``, refined from the search's lowest point with the focal free, for a judge
+        to weigh: a flat search cannot rule the default out, but the dense flow can (DAVIS libby: held at 55
+        degrees the judge scores 0.56, freed at 58 degrees 0.11 and the fit gains 3.4 dB; docs/decisions.md,
+        session 44)."""
         opt = self.opt
-        W, sel = prob.W, prob.sel
+        W = prob.W
         search, observed = {}, True
         if opt.fov_deg is not None:
             focal = fov_to_focal(opt.fov_deg, W)
@@ -205,11 +211,23 @@ class CameraSolver:
                 search[float(fov)] = self._search_cost(x, prob)
             focal = fov_to_focal(min(search, key=search.get), W)
             observed = sharp_minimum(search, opt.focal_contrast)
-        at_default = not observed and default_fov_fits(search)
-        if at_default:
-            focal = fov_to_focal(DEFAULT_FOV_DEG, W)
-        fix_f = opt.fov_deg is not None or at_default
-        x = self._adjust(prob, start(focal), fix_f, rotation, nfev=opt.final_nfev)
+        info = {**info, "fov_search": search}
+        if observed or not default_fov_fits(search):
+            return {"": self._refine(start, problem, prob, P, usable, motion, info, rotation, focal,
+                                     opt.fov_deg is not None, observed)}
+        held = {"": self._refine(start, problem, prob, P, usable, motion, {**info, "focal_held_at_default": True},
+                                 rotation, fov_to_focal(DEFAULT_FOV_DEG, W), True, False)}
+        if not free_alternative:
+            return held
+        return {**held, " free focal": self._refine(start, problem, prob, P, usable, motion,
+                                                    {**info, "focal_freed": True}, rotation, focal, False, False)}
+
+    def _refine(self, start, problem, prob: BundleProblem, P, usable, motion, info, rotation: bool, focal: float,
+                fix_focal: bool, observed: bool) -> CameraResult:
+        """Adjustment from ``start(focal)``, outlier removal and a second adjustment."""
+        opt = self.opt
+        sel = prob.sel
+        x = self._adjust(prob, start(focal), fix_focal, rotation, nfev=opt.final_nfev)
         # tracks the static model cannot explain are dynamic: drop them and adjust again
         res = np.linalg.norm(self._residual(x, prob)[: 2 * len(prob.obs_t)].reshape(-1, 2), axis=1)
         per_track = np.zeros(len(sel))
@@ -218,8 +236,8 @@ class CameraSolver:
         inlier = per_track < max(opt.outlier_px, 4 * sigma)
         keep = sel[inlier]
         prob2 = problem(keep)
-        x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_f, rotation, nfev=opt.final_nfev)
-        res = self._result(x, prob2, keep, P, usable, motion, {**info, "fov_search": search}, rotation)
+        x = self._adjust(prob2, self._reindex(x, inlier, prob), fix_focal, rotation, nfev=opt.final_nfev)
+        res = self._result(x, prob2, keep, P, usable, motion, info, rotation)
         res.focal_observed = observed
         return res
 

@@ -3,8 +3,8 @@
 Why apart from the solver: the solver produces candidate cameras (per motion model, per essential-matrix
 start, per field of view); these rules pick among them, and each rests on measurements of its own (the
 default field of view where the tracks cannot rule it out and the judge does not clearly prefer the focal
-freed, the rotation-only camera where it explains the
-video about as well as a translating one, the first candidate that is believable at all).
+freed, the rotation-only camera where it explains the video about as well as a translating one, the first
+candidate that is believable at all).
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ def test_an_unobserved_focal_takes_the_default_only_where_the_search_cannot_rule
     assert default_fov_fits(lucia) and not default_fov_fits(dog)
 
 
-
 def test_a_freed_focal_is_preferred_to_the_held_default_only_by_a_clear_margin():
     """Judge scores of DAVIS libby's four solves (docs/decisions.md, session 44): freed at 58 degrees the ransac
     start scores 0.11, held at the default 0.56, so the freed camera is kept; a freed camera that only ties the

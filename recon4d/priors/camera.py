@@ -69,6 +69,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -212,17 +213,15 @@ class CameraSolver:
             focal = fov_to_focal(min(search, key=search.get), W)
             observed = sharp_minimum(search, opt.focal_contrast)
         info = {**info, "fov_search": search}
+        refine = partial(self._refine, start, problem, prob, P, usable, motion, rotation)
         if observed or not default_fov_fits(search):
-            return {"": self._refine(start, problem, prob, P, usable, motion, info, rotation, focal,
-                                     opt.fov_deg is not None, observed)}
-        held = {"": self._refine(start, problem, prob, P, usable, motion, {**info, "focal_held_at_default": True},
-                                 rotation, fov_to_focal(DEFAULT_FOV_DEG, W), True, False)}
+            return {"": refine(info, focal, opt.fov_deg is not None, observed)}
+        held = {"": refine({**info, "focal_held_at_default": True}, fov_to_focal(DEFAULT_FOV_DEG, W), True, False)}
         if not free_alternative:
             return held
-        return {**held, " free focal": self._refine(start, problem, prob, P, usable, motion,
-                                                    {**info, "focal_freed": True}, rotation, focal, False, False)}
+        return {**held, " free focal": refine({**info, "focal_freed": True}, focal, False, False)}
 
-    def _refine(self, start, problem, prob: BundleProblem, P, usable, motion, info, rotation: bool, focal: float,
+    def _refine(self, start, problem, prob: BundleProblem, P, usable, motion, rotation: bool, info, focal: float,
                 fix_focal: bool, observed: bool) -> CameraResult:
         """Adjustment from ``start(focal)``, outlier removal and a second adjustment."""
         opt = self.opt

@@ -79,6 +79,8 @@ class StageSpec:
     """A per-frame stage that leaves out the reference frame (the canonical space)."""
     densifies: bool = False
     """Densify and prune the Gaussians from the render's screen-space gradients."""
+    starts_coarse: bool = False
+    """Its first ``FitConfig.coarse_fraction`` of steps render and compare at half resolution."""
     releases_first_camera: bool = False
     """Frame 0's pose may move too from this stage on: the fitted Gaussians hold the world frame."""
     aligns_cameras: bool = False
@@ -100,7 +102,8 @@ STAGE_SPECS = {
     "scaffold": StageSpec(("nodes",), scaffold_terms=True, needs_dynamic=True),
     "motion": StageSpec(("motion_nodes",), objective="motion", per_frame=True, skips_reference=True,
                         needs_dynamic=True, needs_dynamic_mask=True),
-    "joint": StageSpec((*_SCENE, "camera_corrections"), scaffold_terms=True, densifies=True),
+    "joint": StageSpec((*_SCENE, "camera_corrections"), scaffold_terms=True, densifies=True,
+                       starts_coarse=True),
     "cameras": StageSpec(("camera_poses",), masked=True, per_frame=True, releases_first_camera=True,
                          aligns_cameras=True, needs_camera_lr=True),
     "settle": StageSpec(_SCENE, scaffold_terms=True, needs_camera_lr=True),

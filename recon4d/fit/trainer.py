@@ -27,6 +27,7 @@ from recon4d.device import check_gpu_path, resolve_device
 from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement, align_camera
 from recon4d.fit.checkpoint import read_checkpoint, restore_rng, rng_states, write_checkpoint
+from recon4d.fit.coarse import halved
 from recon4d.fit.densify import DensifyConfig, Densifier, carry_adam_state
 from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.schedule import deck_frame, ends_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
@@ -108,6 +109,9 @@ class FitConfig:
     """Hold out every k-th frame (frames k//2, k//2 + k, ...): no step of the fit reads its pixels, its camera
     correction and its scaffold nodes' transforms are interpolated from its neighbours' when the fit ends, and its
     PSNR measures the 4D model, not memorising."""
+    coarse_fraction: float = 0.0
+    """The first fraction of the joint stage's steps render and compare at half resolution
+    (:mod:`recon4d.fit.coarse`): a quarter of the pixels a step; 0: none."""
     camera_align_steps: int = 2
     """Direct alignment steps (Gauss-Newton on the background's photometric error, with the rendered depth)
     that end each frame of the ``cameras`` stage, each kept only when it lowers that error; 0: none."""
@@ -134,6 +138,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self._mask_distance: Tensor | None = None  # the masks' distance maps, made once when the motion stage needs them
         self._losses_finite = torch.ones((), dtype=torch.bool, device=self.device)  # since the last check
+        self._half_resolution: SceneData | None = None  # made once, when a stage first starts coarse
 
     # ---- set-up -------------------------------------------------------------------------
     def initialise(self) -> None:
@@ -201,14 +206,16 @@ class Trainer:
         """Camera ``t`` with its learned correction, ``[1, 4, 4]``."""
         return self.poses.apply_to(self.data.viewmats[t:t + 1], torch.tensor([t], device=self.device))
 
-    def render(self, t: int, with_latent: bool = False, static_only: bool = False, dynamic_only: bool = False):
+    def render(self, t: int, with_latent: bool = False, static_only: bool = False, dynamic_only: bool = False,
+               frames: SceneData | None = None):
+        """Frame t's render at the intrinsics and size of ``frames`` (default: the scene's own)."""
         g = self.scene.at(t, include_static=not dynamic_only, include_dynamic=not static_only,
                           with_latents=with_latent)
         geometry = (g.means, g.quats, g.scales, g.opacities, self.viewmat(t))
         if with_latent:  # feature distillation: geometry and cameras are frozen, so keep them out of the graph
             geometry = tuple(x.detach() for x in geometry)
         means, quats, scales, opacities, view = geometry
-        d = self.data
+        d = frames or self.data
         return rasterize(means, quats, scales, opacities, g.features, view, d.K[None], d.width, d.height,
                          backend=self.cfg.backend)
 
@@ -232,10 +239,10 @@ class Trainer:
     def _photometric_losses(self, t: int, spec: StageSpec) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """Colour, mask and depth against frame t (outside the dynamic masks for a ``masked`` stage), and the
         scaffold's terms when the spec adds them; also the PSNR (a term not in the total)."""
-        d, w = self.data, self.cfg.weights
+        d, w = self._frames_for(spec), self.cfg.weights
         image, mask = d.images[t], d.dynamic_mask[t]
         terms: dict[str, Tensor] = {}
-        out = self.render(t, static_only=spec.static_only)
+        out = self.render(t, static_only=spec.static_only, frames=d)
         rgb = out.features[0, ..., RGB]
         pooled = self.cfg.ssim_downsample
         if spec.masked:
@@ -255,6 +262,15 @@ class Trainer:
         total = sum(terms.values())
         terms["psnr"] = psnr(out.features[0, ..., RGB].detach(), image)
         return total, terms, out
+
+    def _frames_for(self, spec: StageSpec) -> SceneData:
+        """The frames a photometric step renders and compares at: half resolution for the first
+        ``coarse_fraction`` of a stage that starts coarse, else the scene's own."""
+        if not (spec.starts_coarse and self.step < self.cfg.coarse_fraction * self._stage_steps(self.stage)):
+            return self.data
+        if self._half_resolution is None:
+            self._half_resolution = halved(self.data)
+        return self._half_resolution
 
     def _feature_losses(self, t: int) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """Each teacher's features at frame t against its head's decoding of the rendered latent."""

@@ -15,12 +15,14 @@ from tests.conftest import requires_compiler
 
 
 def test_a_render_at_the_halved_intrinsics_lines_up_with_the_halved_frames():
-    """Frames rendered from random Gaussians (1 to 4 pixels across), halved, match a render at the halved intrinsics better than
-    at intrinsics a quarter of a coarse pixel off either way: pixel centres at +0.5 halve exactly."""
+    """Frames rendered from random Gaussians (1 to 4 pixels across), halved, match a render at the halved
+    intrinsics better than at intrinsics a quarter of a coarse pixel off either way: pixel centres at +0.5
+    halve exactly."""
     torch.manual_seed(0)
     n, (H, W) = 1500, (48, 64)
     means = torch.cat([torch.rand(n, 2) * 4 - 2, torch.full((n, 1), 5.0)], 1)
-    gaussians = (means, torch.randn(n, 4), 0.15 * torch.rand(n, 3).add(0.5), torch.rand(n) * 0.5 + 0.3, torch.rand(n, 3))
+    scales, opacities = 0.15 * torch.rand(n, 3).add(0.5), torch.rand(n) * 0.5 + 0.3
+    gaussians = (means, torch.randn(n, 4), scales, opacities, torch.rand(n, 3))
     view = torch.eye(4)[None]
     K = torch.tensor([[50.0, 0, 32.0], [0, 50.0, 24.0], [0, 0, 1]])
     frame = rasterize(*gaussians, view, K[None], W, H, backend="torch").features

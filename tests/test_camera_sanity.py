@@ -1,10 +1,12 @@
 """The camera solve never hands on an absurd camera: the sanity checks, the solver's fallback to the next
-candidate, a clear error when none is believable, and a depth step that copes with frames seeing no points."""
+candidate, a clear error when none is believable, a depth step that copes with frames seeing no points, and
+the same camera whatever the number of threads."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from recon4d.errors import UserError
 from recon4d.geometry import rodrigues
@@ -144,3 +146,24 @@ def test_triangulation_under_a_camera_that_only_turns_gives_no_points_and_no_war
     with np.errstate(all="raise"):
         points = triangulate(xy, np.ones(xy.shape[:2], bool), K, views, np.ones(len(X), bool))
     assert np.isnan(points).all()
+
+
+def test_the_solve_gives_the_same_camera_on_one_thread_as_on_two():
+    """The adjustments run side by side on torch's threads (``map_single_threaded``): the camera must be the
+    same to the last bit whatever the machine's cores, so a fit does not depend on where it ran."""
+    _, xy, vis = _scene()
+    xy = xy + np.random.default_rng(1).normal(0, 0.3, xy.shape)  # enough noise for the adjustments to work
+    solves, threads = [], torch.get_num_threads()
+    for n in (1, 2):
+        torch.set_num_threads(n)
+        try:
+            solves.append(CameraSolver(CameraOptions(fov_step=20.0)).solve(
+                xy.astype(np.float32), vis, np.ones(xy.shape[1], bool), 256, 192,
+                judge=lambda cam: cam.info["reproj_px_median"]))
+        finally:
+            torch.set_num_threads(threads)
+    one, two = solves
+    assert len(one.info["fov_search"]) == 4 and one.info["start_scores"]  # searched, and several starts judged
+    assert np.array_equal(one.K, two.K) and np.array_equal(one.viewmats, two.viewmats)
+    assert np.array_equal(one.points, two.points, equal_nan=True) and one.info == two.info
+    assert torch.get_num_threads() == threads

@@ -83,6 +83,7 @@ from recon4d.priors.camera_problem import BundleProblem, build_problem, subsampl
 from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, judged_order,
                                          rotation_if_as_good, sharp_minimum)
 from recon4d.priors.camera_sanity import gap_note
+from recon4d.priors.parallel import map_single_threaded
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 WHAT_TO_TRY = ("pass --fov-deg if the field of view is known, --masks with the moving objects' masks, "
@@ -165,9 +166,8 @@ class CameraSolver:
         def candidates(as_rotation: bool) -> list[CameraResult]:
             """The solves of one motion model, the judge's choice first."""
             starts = {"rotation": None} if as_rotation else ESSENTIAL_ESTIMATORS
-            solved = {f"{name}{variant}": cam for name, e in starts.items()
-                      for variant, cam in self._solve_from(lambda f, e=e: start(f, e), problem, prob, P, usable,
-                                                           motion, info, as_rotation, judge is not None).items()}
+            solved = self._solve_from({name: partial(start, estimator=e) for name, e in starts.items()}, problem,
+                                      prob, P, usable, motion, info, as_rotation, judge is not None)
             if len(solved) == 1:
                 return list(solved.values())
             return judged_order(solved, judge or (lambda cam: cam.info["reproj_px_median"]))
@@ -191,35 +191,44 @@ class CameraSolver:
                           "fixating motion); the focal length is a guess, pass --fov-deg if known", stacklevel=2)
         return best
 
-    def _solve_from(self, start, problem, prob: BundleProblem, P, usable, motion, info, rotation: bool,
-                    free_alternative: bool) -> dict[str, CameraResult]:
-        """FoV search (unless the FoV is given), then :meth:`_refine` from the parameters ``start(focal)`` gives
-        for the tracks of ``prob``; ``problem(tracks)`` builds the problem again for the tracks kept.
+    def _solve_from(self, starts: dict[str, Callable[[float], np.ndarray]], problem, prob: BundleProblem, P,
+                    usable, motion, info, rotation: bool, free_alternative: bool) -> dict[str, CameraResult]:
+        """For each start (name -> the parameters ``start(focal)`` gives for the tracks of ``prob``): FoV search
+        (unless the FoV is given), then :meth:`_refine`; ``problem(tracks)`` builds the problem again for the
+        tracks kept. The adjustments of a step are independent and run side by side
+        (:func:`~recon4d.priors.parallel.map_single_threaded`): the same cameras, in less time.
 
-        Returns ``{"": camera}``; where the focal is held at the default and ``free_alternative`` is set, also
-        ``{" free focal": camera}``, refined from the search's lowest point with the focal free, for a judge
-        to weigh: a flat search cannot rule the default out, but the dense flow can (DAVIS libby: held at 55
-        degrees the judge scores 0.56, freed at 58 degrees 0.11 and the fit gains 3.4 dB; docs/decisions.md,
+        Returns ``{name: camera}``; where the focal is held at the default and ``free_alternative`` is set, also
+        ``{name + " free focal": camera}``, refined from the search's lowest point with the focal free, for a
+        judge to weigh: a flat search cannot rule the default out, but the dense flow can (DAVIS libby: held at
+        55 degrees the judge scores 0.56, freed at 58 degrees 0.11 and the fit gains 3.4 dB; docs/decisions.md,
         session 44)."""
         opt = self.opt
         W = prob.W
-        search, observed = {}, True
-        if opt.fov_deg is not None:
-            focal = fov_to_focal(opt.fov_deg, W)
-        else:
-            for fov in np.arange(opt.fov_range[0], opt.fov_range[1] + 1e-6, opt.fov_step):
-                x = self._adjust(prob, start(fov_to_focal(fov, W)), True, rotation, nfev=opt.search_nfev)
-                search[float(fov)] = self._search_cost(x, prob)
-            focal = fov_to_focal(min(search, key=search.get), W)
-            observed = sharp_minimum(search, opt.focal_contrast)
-        info = {**info, "fov_search": search}
-        refine = partial(self._refine, start, problem, prob, P, usable, motion, rotation)
-        if observed or not default_fov_fits(search):
-            return {"": refine(info, focal, opt.fov_deg is not None, observed)}
-        held = {"": refine({**info, "focal_held_at_default": True}, fov_to_focal(DEFAULT_FOV_DEG, W), True, False)}
-        if not free_alternative:
-            return held
-        return {**held, " free focal": refine({**info, "focal_freed": True}, focal, False, False)}
+        fovs = [] if opt.fov_deg is not None else list(np.arange(opt.fov_range[0], opt.fov_range[1] + 1e-6,
+                                                                 opt.fov_step))
+        costs = iter(map_single_threaded(
+            lambda job: self._search_cost(self._adjust(prob, job[0](fov_to_focal(job[1], W)), True, rotation,
+                                                       nfev=opt.search_nfev), prob),
+            [(start, fov) for start in starts.values() for fov in fovs]))
+        refines = {}  # name -> (start, info, focal, fix_focal, observed)
+        for name, start in starts.items():
+            search = {float(fov): next(costs) for fov in fovs}
+            observed, focal = True, fov_to_focal(opt.fov_deg, W) if opt.fov_deg is not None else None
+            if search:
+                focal = fov_to_focal(min(search, key=search.get), W)
+                observed = sharp_minimum(search, opt.focal_contrast)
+            searched = {**info, "fov_search": search}
+            if observed or not default_fov_fits(search):
+                refines[name] = (start, searched, focal, opt.fov_deg is not None, observed)
+                continue
+            refines[name] = (start, {**searched, "focal_held_at_default": True}, fov_to_focal(DEFAULT_FOV_DEG, W),
+                             True, False)
+            if free_alternative:
+                refines[f"{name} free focal"] = (start, {**searched, "focal_freed": True}, focal, False, False)
+        cams = map_single_threaded(lambda job: self._refine(job[0], problem, prob, P, usable, motion, rotation,
+                                                            *job[1:]), list(refines.values()))
+        return dict(zip(refines, cams))
 
     def _refine(self, start, problem, prob: BundleProblem, P, usable, motion, rotation: bool, info, focal: float,
                 fix_focal: bool, observed: bool) -> CameraResult:
@@ -368,21 +377,31 @@ class CameraSolver:
             w = self.opt.depth_weight
             rows.append(2 * M + p), cols.append(lay.point_column(p)), vals.append(w / np.maximum(rho, 1e-6))
             ok = prob.ref > 0
-            rows.append(2 * M + p[ok]), cols.append(lay.log_scale_column(prob.ref[ok])), vals.append(np.full(ok.sum(), -w))
-        # path term: d/dt_k of w f (t_{j-1} - 2 t_j + t_{j+1}); frame 0's translation is fixed at 0
-        w, f, t = self.opt.smooth_weight, x[lay.focal], np.concatenate([np.zeros((1, 3)), x[lay.translations].reshape(-1, 3)])
-        base = 2 * M + P
-        for j in range(1, T - 1):
-            for k, c in ((j - 1, 1.0), (j, -2.0), (j + 1, 1.0)):
-                for d in range(3):
-                    row = base + 3 * (j - 1) + d
-                    if k > 0:
-                        rows.append([row]), cols.append([lay.translation_column(k, d)]), vals.append([w * f * c])
-                    rows.append([row]), cols.append([0]), vals.append([w * c * t[k, d]])
+            rows.append(2 * M + p[ok]), cols.append(lay.log_scale_column(prob.ref[ok]))
+            vals.append(np.full(ok.sum(), -w))
+        path_rows, path_cols, path_vals = self._path_jacobian(x, prob, base=2 * M + P)
+        rows.append(path_rows), cols.append(path_cols), vals.append(path_vals)
         return coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                           shape=(2 * M + P + 3 * max(T - 2, 0), len(x))).tocsr()
 
-    def _adjust(self, prob: BundleProblem, x0: np.ndarray, fix_focal: bool, fix_translation: bool, nfev: int) -> np.ndarray:
+    def _path_jacobian(self, x: np.ndarray, prob: BundleProblem, base: int) -> tuple[np.ndarray, ...]:
+        """COO rows (from ``base``), columns and values of the path term's derivatives, d/dt_k and d/df of
+        w f (t_{j-1} - 2 t_j + t_{j+1}), for every inner frame j, neighbour k and axis d in that order: the
+        order sets how the focal's entries of a row sum in the CSR matrix. Frame 0's translation is fixed."""
+        lay, w, f = prob.layout, self.opt.smooth_weight, x[prob.layout.focal]
+        t = np.concatenate([np.zeros((1, 3)), x[lay.translations].reshape(-1, 3)])
+        j = np.arange(1, prob.T - 1)[:, None, None]
+        k, c, d = j + np.array([-1, 0, 1])[:, None], np.array([1.0, -2.0, 1.0])[:, None], np.arange(3)
+        shape = (len(j), 3, 3)
+        row = np.broadcast_to(base + 3 * (j - 1) + d, shape)
+        # each (j, k, d) gives the translation's entry (where k > 0), then the focal's
+        kept = np.stack([np.broadcast_to(k > 0, shape), np.ones(shape, bool)], -1)
+        cols = np.stack([np.broadcast_to(lay.translation_column(k, d), shape), np.zeros(shape, int)], -1)
+        vals = np.stack([np.broadcast_to(w * f * c, shape), np.broadcast_to((w * c) * t[k, d], shape)], -1)
+        return np.stack([row, row], -1)[kept], cols[kept], vals[kept]
+
+    def _adjust(self, prob: BundleProblem, x0: np.ndarray, fix_focal: bool, fix_translation: bool,
+                nfev: int) -> np.ndarray:
         """Robust least squares from ``x0``; fixed parameters are pinned by bounds a hair apart."""
         x0 = x0.copy()
         lb = np.full_like(x0, -np.inf)
@@ -397,14 +416,10 @@ class CameraSolver:
         if fix_focal:
             lb[f], ub[f] = x0[f] * (1 - 1e-9), x0[f] * (1 + 1e-9)
         x0 = np.clip(x0, lb, ub)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # thousands of tiny tensor ops: extra threads only add contention (10x slower)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sol = least_squares(self._residual, x0, jac=self._jacobian, bounds=(lb, ub),
-                                loss="cauchy", f_scale=self.opt.loss_px, x_scale="jac", max_nfev=nfev,
-                                method="trf", args=(prob,), tr_solver="lsmr")
-        torch.set_num_threads(threads)
+        # one torch thread and warnings off: set by map_single_threaded, which runs every adjustment
+        sol = least_squares(self._residual, x0, jac=self._jacobian, bounds=(lb, ub),
+                            loss="cauchy", f_scale=self.opt.loss_px, x_scale="jac", max_nfev=nfev,
+                            method="trf", args=(prob,), tr_solver="lsmr")
         return sol.x
 
     def _reindex(self, x: np.ndarray, keep: np.ndarray, prob: BundleProblem) -> np.ndarray:

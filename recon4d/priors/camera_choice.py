@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recon4d.priors.camera_sanity import implausibility
+from recon4d.priors.parallel import map_single_threaded
 
 if TYPE_CHECKING:
     from recon4d.priors.camera import CameraResult
@@ -53,8 +54,9 @@ def judged_order(solved: dict[str, CameraResult], judge: Callable[[CameraResult]
     first, where a camera refined with a freed focal (``info["focal_freed"]``) counts ``FREE_FOCAL_MARGIN``
     times its score: held at the default, the focal is a guess the tracks could not rule out, and only a
     clear gain on the dense flow rules it out (DAVIS libby: 0.56 held at 55 degrees, 0.11 freed at 58).
-    Every camera's info gets all the scores (``start_scores``) and its own (``judge_score``)."""
-    scores = {name: float(judge(cam)) for name, cam in solved.items()}
+    Every camera's info gets all the scores (``start_scores``) and its own (``judge_score``); the cameras are
+    judged side by side (each judgement is independent)."""
+    scores = dict(zip(solved, map_single_threaded(lambda cam: float(judge(cam)), solved.values())))
     for name, cam in solved.items():
         cam.info["start_scores"] = scores
         cam.info["judge_score"] = scores[name]

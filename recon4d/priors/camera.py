@@ -214,13 +214,14 @@ class CameraSolver:
         refines = {}  # name -> (start, info, focal, fix_focal, observed)
         for name, start in starts.items():
             search = {float(fov): next(costs) for fov in fovs}
-            observed, focal = True, fov_to_focal(opt.fov_deg, W) if opt.fov_deg is not None else None
-            if search:
-                focal = fov_to_focal(min(search, key=search.get), W)
-                observed = sharp_minimum(search, opt.focal_contrast)
             searched = {**info, "fov_search": search}
+            if opt.fov_deg is not None:  # given: held, and counted as observed
+                refines[name] = (start, searched, fov_to_focal(opt.fov_deg, W), True, True)
+                continue
+            focal = fov_to_focal(min(search, key=search.get), W)
+            observed = sharp_minimum(search, opt.focal_contrast)
             if observed or not default_fov_fits(search):
-                refines[name] = (start, searched, focal, opt.fov_deg is not None, observed)
+                refines[name] = (start, searched, focal, False, observed)
                 continue
             refines[name] = (start, {**searched, "focal_held_at_default": True}, fov_to_focal(DEFAULT_FOV_DEG, W),
                              True, False)

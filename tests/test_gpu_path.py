@@ -27,7 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 def _two_steps_config(backend: str = "auto") -> FitConfig:
     """Two steps of every stage (one per frame for the per-frame stages), a refinement at the joint stage's
     second step that grows every Gaussian (gradient threshold 0) and prunes the faintest."""
-    steps = StageSteps(static=2, scaffold=2, motion=1, joint=3, cameras=1, settle=2, features=2)
+    steps = StageSteps(static=2, scaffold=2, motion=1, joint=3, cameras=1, nodes=1, settle=2, features=2)
     cfg = FitConfig(steps=steps, checkpoint_every=1000, backend=backend)
     cfg.init.static_stride = 6
     cfg.densify = dataclasses.replace(cfg.densify, refine_every=2, start_fraction=0.0, stop_fraction=1.0,

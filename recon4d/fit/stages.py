@@ -6,6 +6,9 @@ The stages, in order:
   motion    each frame's node transforms alone, in turn, against its dynamic mask (silhouette, colour)
   joint     everything geometric and photometric, with densification and pruning
   cameras   each frame's pose correction alone, in turn, against the fitted scene (static pixels)
+  nodes     each frame's node transforms alone, in turn, against its whole image (colour, mask, depth):
+            a whole-scene step reaches a frame's transforms once in T steps, too seldom to resolve
+            the moving objects' detail
   settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
   features  latents and decoder heads distilled from the teachers (geometry frozen)
 
@@ -106,6 +109,8 @@ STAGE_SPECS = {
                        starts_coarse=True),
     "cameras": StageSpec(("camera_poses",), masked=True, per_frame=True, releases_first_camera=True,
                          aligns_cameras=True, needs_camera_lr=True),
+    "nodes": StageSpec(("frame_nodes",), per_frame=True, skips_reference=True, needs_dynamic=True,
+                       needs_dynamic_mask=True),
     "settle": StageSpec(_SCENE, scaffold_terms=True, needs_camera_lr=True),
     "features": StageSpec(("feature_field",), objective="features", needs_teachers=True),
 }
@@ -133,6 +138,8 @@ def param_groups(spec: StageSpec, scene: DynamicScene, heads: nn.ModuleDict, pos
         "nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.node_rotations, decays=True),
                           dict(params=[scaffold.node_offsets], lr=rates.node_offsets * extent, decays=True),
                           dict(params=[scene.binding.correction], lr=rates.skin_correction)],
+        "frame_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.node_rotations),
+                                dict(params=[scaffold.node_offsets], lr=rates.node_offsets * extent)],
         "motion_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.motion_node_rotations),
                                  dict(params=[scaffold.node_offsets], lr=rates.motion_node_offsets * extent)],
         "camera_corrections": lambda: [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else [],

@@ -52,6 +52,8 @@ class StageSteps:
     joint: int = 900
     cameras: int = 15
     """Steps per frame (frame 0 included: the fitted Gaussians hold the world frame now); 0 skips the stage."""
+    nodes: int = 0
+    """Steps per frame (the reference frame excluded) fitting its node transforms to its image; 0 skips."""
     settle: int = 150
     """Joint steps after the cameras stage, so that the Gaussians sharpen on the aligned cameras."""
     features: int = 400

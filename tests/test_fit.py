@@ -227,7 +227,7 @@ def test_motion_stage_pulls_knocked_nodes_back(fitted_left_scene, tmp_path):
 
 def test_nodes_stage_brings_knocked_frames_back_and_leaves_the_others(fitted_left_scene, tmp_path):
     """Nodes of a few frames shifted sideways by 1% of the scene depth (about a pixel) blur the moving object
-    there; the nodes stage (each frame's node transforms against its whole image) gives those frames back most
+    there; the nodes stage (each frame's node transforms against its image around the moving objects) gives those frames back most
     of the PSNR they lost, leaves the reference frame's nodes alone, and costs the other frames nothing."""
     synth, scene = fitted_left_scene
     data = load_scene_data(scene, cameras="priors")

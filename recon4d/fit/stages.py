@@ -6,7 +6,7 @@ The stages, in order:
   motion    each frame's node transforms alone, in turn, against its dynamic mask (silhouette, colour)
   joint     everything geometric and photometric, with densification and pruning
   cameras   each frame's pose correction alone, in turn, against the fitted scene (static pixels)
-  nodes     each frame's node transforms alone, in turn, against its whole image (colour, mask, depth):
+  nodes     each frame's node transforms alone, in turn, against its image around the moving objects:
             a whole-scene step reaches a frame's transforms once in T steps, too seldom to resolve
             the moving objects' detail
   settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
@@ -84,6 +84,8 @@ class StageSpec:
     """Densify and prune the Gaussians from the render's screen-space gradients."""
     starts_coarse: bool = False
     """Its first ``FitConfig.coarse_fraction`` of steps render and compare at half resolution."""
+    crops_to_motion: bool = False
+    """Render and compare only the box around the frame's dynamic mask (a stage that moves nodes alone)."""
     releases_first_camera: bool = False
     """Frame 0's pose may move too from this stage on: the fitted Gaussians hold the world frame."""
     aligns_cameras: bool = False
@@ -109,8 +111,8 @@ STAGE_SPECS = {
                        starts_coarse=True),
     "cameras": StageSpec(("camera_poses",), masked=True, per_frame=True, releases_first_camera=True,
                          aligns_cameras=True, needs_camera_lr=True),
-    "nodes": StageSpec(("frame_nodes",), per_frame=True, skips_reference=True, needs_dynamic=True,
-                       needs_dynamic_mask=True),
+    "nodes": StageSpec(("frame_nodes",), per_frame=True, skips_reference=True, crops_to_motion=True,
+                       needs_dynamic=True, needs_dynamic_mask=True),
     "settle": StageSpec(_SCENE, scaffold_terms=True, needs_camera_lr=True),
     "features": StageSpec(("feature_field",), objective="features", needs_teachers=True),
 }

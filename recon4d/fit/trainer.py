@@ -28,6 +28,7 @@ from recon4d.fit import losses, motion
 from recon4d.fit.cameras import PoseRefinement, align_camera
 from recon4d.fit.checkpoint import read_checkpoint, restore_rng, rng_states, write_checkpoint
 from recon4d.fit.coarse import halved
+from recon4d.fit.crop import cropped, motion_box
 from recon4d.fit.densify import DensifyConfig, Densifier, carry_adam_state
 from recon4d.fit.init import InitConfig, initial_scene
 from recon4d.fit.schedule import deck_frame, ends_frame, frame_in_turn, frames_in_turn, held_out_frames, starts_frame
@@ -241,7 +242,7 @@ class Trainer:
     def _photometric_losses(self, t: int, spec: StageSpec) -> tuple[Tensor, dict[str, Tensor], RenderOutput]:
         """Colour, mask and depth against frame t (outside the dynamic masks for a ``masked`` stage), and the
         scaffold's terms when the spec adds them; also the PSNR (a term not in the total)."""
-        d, w = self._frames_for(spec), self.cfg.weights
+        d, w = self._frames_for(spec, t), self.cfg.weights
         image, mask = d.images[t], d.dynamic_mask[t]
         terms: dict[str, Tensor] = {}
         out = self.render(t, static_only=spec.static_only, frames=d)
@@ -265,9 +266,12 @@ class Trainer:
         terms["psnr"] = psnr(out.features[0, ..., RGB].detach(), image)
         return total, terms, out
 
-    def _frames_for(self, spec: StageSpec) -> SceneData:
-        """The frames a photometric step renders and compares at: half resolution for the first
+    def _frames_for(self, spec: StageSpec, t: int) -> SceneData:
+        """The frames a photometric step on frame t renders and compares at: cut to the box around frame t's
+        moving objects in a stage that crops to them (:mod:`recon4d.fit.crop`), half resolution for the first
         ``coarse_fraction`` of a stage that starts coarse, else the scene's own."""
+        if spec.crops_to_motion:
+            return cropped(self.data, motion_box(self.data.dynamic_mask[t]))
         if not (spec.starts_coarse and self.step < self.cfg.coarse_fraction * self._stage_steps(self.stage)):
             return self.data
         if self._half_resolution is None:

@@ -140,6 +140,8 @@ def param_groups(spec: StageSpec, scene: DynamicScene, heads: nn.ModuleDict, pos
         "nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.node_rotations, decays=True),
                           dict(params=[scaffold.node_offsets], lr=rates.node_offsets * extent, decays=True),
                           dict(params=[scene.binding.correction], lr=rates.skin_correction)],
+        # not decayed: a per-frame stage starts each frame afresh, and a decay over the stage would leave
+        # its last frames a hundredth of the first frames' rate
         "frame_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.node_rotations),
                                 dict(params=[scaffold.node_offsets], lr=rates.node_offsets * extent)],
         "motion_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.motion_node_rotations),

@@ -25,7 +25,7 @@ from typing import Literal, get_args
 
 from recon4d.errors import UserError
 
-FitStage = Literal["static", "scaffold", "motion", "joint", "cameras", "nodes", "settle", "features"]
+FitStage = Literal["static", "scaffold", "motion", "joint", "cameras", "settle", "nodes", "features"]
 """One of the optimiser's stages (see :mod:`recon4d.fit.stages`)."""
 FIT_STAGES: tuple[FitStage, ...] = get_args(FitStage)
 """The optimiser's stages, in order."""

@@ -6,10 +6,10 @@ The stages, in order:
   motion    each frame's node transforms alone, in turn, against its dynamic mask (silhouette, colour)
   joint     everything geometric and photometric, with densification and pruning
   cameras   each frame's pose correction alone, in turn, against the fitted scene (static pixels)
+  settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
   nodes     each frame's node transforms alone, in turn, against its image around the moving objects:
             a whole-scene step reaches a frame's transforms once in T steps, too seldom to resolve
-            the moving objects' detail
-  settle    the joint losses again on the aligned cameras (no densification, cameras fixed)
+            the moving objects' detail (last: the whole-scene steps of settle would undo it)
   features  latents and decoder heads distilled from the teachers (geometry frozen)
 
 ``Trainer`` reads a stage's :class:`StageSpec` from ``STAGE_SPECS`` and runs the same generic step for
@@ -111,9 +111,9 @@ STAGE_SPECS = {
                        starts_coarse=True),
     "cameras": StageSpec(("camera_poses",), masked=True, per_frame=True, releases_first_camera=True,
                          aligns_cameras=True, needs_camera_lr=True),
+    "settle": StageSpec(_SCENE, scaffold_terms=True, needs_camera_lr=True),
     "nodes": StageSpec(("frame_nodes",), per_frame=True, skips_reference=True, crops_to_motion=True,
                        needs_dynamic=True, needs_dynamic_mask=True),
-    "settle": StageSpec(_SCENE, scaffold_terms=True, needs_camera_lr=True),
     "features": StageSpec(("feature_field",), objective="features", needs_teachers=True),
 }
 assert tuple(STAGE_SPECS) == FIT_STAGES, "one spec per stage of the scene folder, in its order"

@@ -18,13 +18,7 @@ def test_a_render_at_the_halved_intrinsics_lines_up_with_the_halved_frames():
     """Frames rendered from random Gaussians (1 to 4 pixels across), halved, match a render at the halved
     intrinsics better than at intrinsics a quarter of a coarse pixel off either way: pixel centres at +0.5
     halve exactly."""
-    torch.manual_seed(0)
-    n, (H, W) = 1500, (48, 64)
-    means = torch.cat([torch.rand(n, 2) * 4 - 2, torch.full((n, 1), 5.0)], 1)
-    scales, opacities = 0.15 * torch.rand(n, 3).add(0.5), torch.rand(n) * 0.5 + 0.3
-    gaussians = (means, torch.randn(n, 4), scales, opacities, torch.rand(n, 3))
-    view = torch.eye(4)[None]
-    K = torch.tensor([[50.0, 0, 32.0], [0, 50.0, 24.0], [0, 0, 1]])
+    gaussians, view, K, (H, W) = random_gaussians()
     frame = rasterize(*gaussians, view, K[None], W, H, backend="torch").features
     half = halved(dataclasses.replace(_tiny_data(1, H, W), images=frame, K=K))
 
@@ -50,6 +44,18 @@ def test_sparse_depth_stays_sparse_and_a_block_is_dynamic_where_half_its_pixels_
     assert half.depth[0].tolist() == [[3.0, 0.0, 0.0], [0.0, 3.0, 0.0]]
     assert half.dynamic_mask[0].tolist() == [[False, True, False], [False, False, False]]
     torch.testing.assert_close(half.K, torch.tensor([[5.0, 0, 1.5], [0, 5.0, 1.0], [0, 0, 1]]))
+
+
+def random_gaussians() -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor, tuple[int, int]]:
+    """1500 random Gaussians (1 to 4 pixels across) filling a 64x48 view: ``(means, quats, scales, opacities,
+    colours)``, the view matrix, K and (H, W)."""
+    torch.manual_seed(0)
+    n = 1500
+    means = torch.cat([torch.rand(n, 2) * 4 - 2, torch.full((n, 1), 5.0)], 1)
+    scales, opacities = 0.15 * torch.rand(n, 3).add(0.5), torch.rand(n) * 0.5 + 0.3
+    gaussians = (means, torch.randn(n, 4), scales, opacities, torch.rand(n, 3))
+    K = torch.tensor([[50.0, 0, 32.0], [0, 50.0, 24.0], [0, 0, 1]])
+    return gaussians, torch.eye(4)[None], K, (48, 64)
 
 
 def _tiny_data(T: int, H: int, W: int) -> SceneData:

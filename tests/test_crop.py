@@ -8,7 +8,7 @@ import torch
 
 from recon4d.fit.crop import cropped, motion_box
 from recon4d.render import rasterize
-from tests.test_coarse import _tiny_data
+from tests.test_coarse import _tiny_data, random_gaussians
 
 
 def test_the_box_holds_the_mask_and_its_margin_within_the_frame():
@@ -26,13 +26,7 @@ def test_a_render_of_the_box_is_the_box_of_the_full_render():
     away from its edge (at the edge, Gaussians centred outside get the frustum clamp of the crop's projection:
     measured 2e-3 off in the last three rows, 4e-7 inside), and the cropped frames hold the same box of every
     map."""
-    torch.manual_seed(0)
-    n, (H, W) = 1500, (48, 64)
-    means = torch.cat([torch.rand(n, 2) * 4 - 2, torch.full((n, 1), 5.0)], 1)
-    scales, opacities = 0.15 * torch.rand(n, 3).add(0.5), torch.rand(n) * 0.5 + 0.3
-    gaussians = (means, torch.randn(n, 4), scales, opacities, torch.rand(n, 3))
-    view = torch.eye(4)[None]
-    K = torch.tensor([[50.0, 0, 32.0], [0, 50.0, 24.0], [0, 0, 1]])
+    gaussians, view, K, (H, W) = random_gaussians()
     data = dataclasses.replace(_tiny_data(2, H, W), K=K, depth=torch.rand(2, H, W))
     x0, y0, x1, y1 = box = (13, 7, 50, 31)
     crop = cropped(data, box)

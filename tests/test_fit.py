@@ -232,7 +232,7 @@ def test_nodes_stage_brings_knocked_frames_back_and_leaves_the_others(fitted_lef
     synth, scene = fitted_left_scene
     data = load_scene_data(scene, cameras="priors")
     data.teachers = {}
-    steps = StageSteps(static=30, scaffold=20, motion=5, joint=200, cameras=0, nodes=10, settle=0, features=0)
+    steps = StageSteps(static=30, scaffold=20, motion=5, joint=200, cameras=0, nodes=20, settle=0, features=0)
     cfg = FitConfig(steps=steps, checkpoint_every=1000, camera_lr=0.0)
     cfg.densify.enabled = False
     trainer = fit_scene(data, cfg, tmp_path / "model", log=lambda _: None, stop_after="joint")
@@ -254,7 +254,7 @@ def test_nodes_stage_brings_knocked_frames_back_and_leaves_the_others(fitted_lef
     trainer.run(stop_after="nodes")
     assert trainer.stage == "done"  # settle (it needs a camera rate) and features have no steps here
     regained = (frame_psnr(knocked) - blurred) / (fitted - blurred)
-    # measured: 10.7 and 12.4 dB lost, 68 % and 71 % of it regained in 10 steps (the step size bounds it)
+    # measured: 10.7 to 12.7 dB lost, 78-84 % of it regained in 20 steps (the step size bounds it)
     assert (fitted - blurred).min() > 5 and regained.min() > 0.6, (fitted, blurred, regained)
     assert frame_psnr(others).mean() >= others_before.mean(), (others_before, frame_psnr(others))
     assert torch.equal(trainer.scene.scaffold.node_positions(ref), reference_nodes)

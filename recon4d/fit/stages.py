@@ -56,6 +56,12 @@ class LearningRates:
     """Node rotations in the ``motion`` stage (one frame's at a time, not decayed)."""
     motion_node_offsets: float = 5e-3
     """Node offsets in the ``motion`` stage, times the extent."""
+    frame_node_rotations: float = 1e-3
+    """Node rotations in the ``nodes`` stage (one frame's at a time, not decayed): half the scene's, since
+    Adam's first steps move every node by about the rate whatever its gradient, and on a large moving
+    object (DAVIS bus) the scene's rates blurred it more than they aligned it (docs/decisions.md)."""
+    frame_node_offsets: float = 5e-4
+    """Node offsets in the ``nodes`` stage, times the extent."""
     latents: float = 2e-2
     """Feature-field latents of the static Gaussians and the scaffold (``features`` stage)."""
     feature_heads: float = 2e-3
@@ -142,8 +148,8 @@ def param_groups(spec: StageSpec, scene: DynamicScene, heads: nn.ModuleDict, pos
                           dict(params=[scene.binding.correction], lr=rates.skin_correction)],
         # not decayed: a per-frame stage starts each frame afresh, and a decay over the stage would leave
         # its last frames a hundredth of the first frames' rate
-        "frame_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.node_rotations),
-                                dict(params=[scaffold.node_offsets], lr=rates.node_offsets * extent)],
+        "frame_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.frame_node_rotations),
+                                dict(params=[scaffold.node_offsets], lr=rates.frame_node_offsets * extent)],
         "motion_nodes": lambda: [dict(params=[scaffold.node_quats], lr=rates.motion_node_rotations),
                                  dict(params=[scaffold.node_offsets], lr=rates.motion_node_offsets * extent)],
         "camera_corrections": lambda: [dict(params=[poses.delta], lr=camera_lr)] if camera_lr > 0 else [],

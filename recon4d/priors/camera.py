@@ -5,7 +5,10 @@ Why this shape (MoSca-style, without its learned parts): a monocular video gives
 
 1. Static camera test: when the static tracks barely move (``static_px``), no
    pose or focal can be observed; poses are identity and the focal comes from
-   ``fov_deg`` (or ``DEFAULT_FOV_DEG``, flagged as a guess).
+   ``fov_deg`` (or ``DEFAULT_FOV_DEG``, flagged as a guess). Where moving objects
+   hold most of the tracks their motion passes this test, so a solved camera that
+   moves its own static points less than ``static_px`` in the image is taken as
+   static as well (:func:`~recon4d.priors.camera_choice.image_motion_px`).
 2. Motion model and initialisation (:mod:`recon4d.priors.camera_init`): a GRIC
    test on key-frame pairs picks rotation-only (pan) or translating; a pan
    starts from homography rotations and keeps every camera at the origin, a
@@ -80,8 +83,8 @@ from recon4d.errors import UserError
 from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
-from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, judged_order,
-                                         rotation_if_as_good, sharp_minimum)
+from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, image_motion_px,
+                                         judged_order, rotation_if_as_good, sharp_minimum)
 from recon4d.priors.camera_sanity import gap_note
 from recon4d.priors.parallel import map_single_threaded
 
@@ -185,6 +188,10 @@ class CameraSolver:
             moving = first_plausible(candidates(False), xy, vis, rejected)
             if moving is not None and moving.motion_type != "rotation":
                 best = rotation_if_as_good(moving, best, judge)
+        if (moved := image_motion_px(best)) < opt.static_px:  # the background it kept stands still
+            still = self._static(T, W, H, usable, motion)
+            still.info.update(solved_as=best.motion_type, solved_image_motion_px=moved)
+            return still
         best.info["rejected_solves"] = rejected
         if not best.focal_observed:
             warnings.warn("camera: the reprojection cost barely changes with the field of view (forward or "

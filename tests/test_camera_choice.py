@@ -169,7 +169,8 @@ def _two_movers_before_a_wall(pan_deg: float, T: int = 24, W: int = 128, H: int 
 def test_a_still_camera_whose_tracks_are_mostly_on_moving_objects_is_solved_as_static():
     """The median track moves about 19 px (the objects' motion), so the quick still test passes it on; the solve
     keeps the wall and finds a camera that moves it by hundredths of a pixel, which is a still camera (the synth
-    follow pairs were solved as rotations with a 19-degree FoV). A camera that pans 2 degrees (about 4 px) still moves."""
+    follow pairs were solved as rotations with a 19-degree FoV). A camera that pans 2 degrees (about 4 px)
+    still moves."""
     xy, vis = _two_movers_before_a_wall(pan_deg=0.0)
     candidate = np.ones(xy.shape[1], bool)
     cam = CameraSolver(CameraOptions()).solve(xy, vis, candidate, 128, 96)

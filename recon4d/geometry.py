@@ -218,6 +218,11 @@ def log_rotation(R: np.ndarray) -> np.ndarray:
     return np.stack([cv2.Rodrigues(m)[0][:, 0] for m in R])
 
 
+def points_in_cameras(viewmats: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """World points ``[P, 3]`` in each camera's frame, ``[T, P, 3]``, for world-to-camera ``viewmats [T, 4, 4]``."""
+    return np.einsum("tij,pj->tpi", viewmats[:, :3, :3], points) + viewmats[:, None, :3, 3]
+
+
 def camera_centres(viewmats: np.ndarray) -> np.ndarray:
     """World positions ``[..., 3]`` of cameras given world-to-camera matrices ``[..., 4, 4]``."""
     rot, trans = viewmats[..., :3, :3], viewmats[..., :3, 3]

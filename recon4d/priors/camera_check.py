@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recon4d.geometry import camera_centres, lift_np, pixels_np
+from recon4d.geometry import camera_centres, lift_np, pixels_np, points_in_cameras
 from recon4d.priors.camera_init import triangulate
 from recon4d.priors.depth import sparse_depth
 from recon4d.priors.masks import rigid_flow
@@ -66,7 +66,7 @@ def track_reprojection(cam, xy: np.ndarray, vis: np.ndarray, static: np.ndarray,
         points = centres[0] + _mean_rays(xy[:, sel], vis[:, sel], cam.K, cam.viewmats)
     else:
         points = triangulate(xy, vis, cam.K, cam.viewmats, sel, max_err_px=np.inf, min_angle_deg=0.0)[sel]
-    in_cam = np.einsum("tij,pj->tpi", cam.viewmats[:, :3, :3], points) + cam.viewmats[:, None, :3, 3]
+    in_cam = points_in_cameras(cam.viewmats, points)
     uv = pixels_np(in_cam, cam.K)
     seen = vis[:, sel]
     err = np.where(seen, np.linalg.norm(uv - xy[:, sel], axis=-1), 0).sum(0) / seen.sum(0)

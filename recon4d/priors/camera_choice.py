@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recon4d.geometry import pixels_np
+from recon4d.geometry import pixels_np, points_in_cameras
 from recon4d.priors.camera_sanity import implausibility
 from recon4d.priors.parallel import map_single_threaded
 
@@ -114,7 +114,7 @@ def image_motion_px(cam: CameraResult) -> float:
     points = cam.points[cam.static & np.isfinite(cam.points).all(1)]
     if len(points) == 0:
         return float("inf")
-    in_cam = np.einsum("tij,pj->tpi", cam.viewmats[:, :3, :3], points) + cam.viewmats[:, None, :3, 3]
+    in_cam = points_in_cameras(cam.viewmats, points)
     front = in_cam[..., 2] > 1e-6
     uv = pixels_np(in_cam, cam.K)
     shift = np.where(front & front[:1], np.linalg.norm(uv - uv[:1], axis=-1), np.nan)

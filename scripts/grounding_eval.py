@@ -47,8 +47,9 @@ def pair_dirs(root: Path, seed: int, factor: str, objects: int, camera: str, siz
 def fit(root: Path, synth: Path, priors: str, source: str) -> tuple[Path, float | None]:
     """Fitted scene folder and the seconds the fit took (None when an earlier fit was reused).
 
-    ``source`` "folder" fits the synth folder, whose Annotations/ id masks the answerer reads;
-    "video" fits its video.mp4 alone, as a user's clip (objects from the priors' motion masks).
+    ``source`` "folder" fits the synth folder with its Annotations/ id masks given, as a user gives
+    masks (the priors merge them with the motion masks, the answerer reads them); "video" fits its
+    video.mp4 alone, as a user's clip (objects from the priors' motion masks).
     """
     scene = root / "fit" / synth.name
     record = scene / "model" / "scene.json"
@@ -57,8 +58,10 @@ def fit(root: Path, synth: Path, priors: str, source: str) -> tuple[Path, float 
     start = time.perf_counter()
     resume = ["--resume"] if record.exists() else []  # a checkpoint of an interrupted fit
     video = synth if source == "folder" else synth / "video.mp4"
+    # a synth folder's own Annotations/ are truth and never read as input unless named (io.frames)
+    masks = ["--masks", str(synth / "Annotations")] if source == "folder" and priors == "auto" else []
     assert fit_command.main(["--video", str(video), "--out", str(root / "fit"), "--name", synth.name, "--priors", priors,
-                             "--preset", "test", *resume]) == 0
+                             "--preset", "test", *masks, *resume]) == 0
     return scene, time.perf_counter() - start
 
 
@@ -74,7 +77,7 @@ def main() -> None:
     ap.add_argument("--priors", choices=("gt", "auto"), default="gt",
                     help="gt: exact priors from the scene's truth; auto: from the video alone")
     ap.add_argument("--input", choices=("folder", "video"), default="folder",
-                    help="folder: the synth folder (the answerer reads its id masks); video: its video.mp4 alone")
+                    help="folder: the synth folder, its id masks given to the priors and the answerer; video: its video.mp4 alone")
     args = ap.parse_args()
 
     per_kind: dict[str, list[bool]] = defaultdict(list)

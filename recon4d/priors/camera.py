@@ -182,7 +182,9 @@ class CameraSolver:
         if best is None:
             advice = gap_note(vis, usable) or WHAT_TO_TRY
             raise CameraSolveError(f"camera: no believable camera from the tracks ({'; '.join(rejected)}); {advice}")
-        if judge is not None and not rotation and choice.homographies_rotate and best.motion_type != "rotation":
+        short_path = best.info.get("baseline_over_depth", np.inf) < opt.weigh_rotation_baseline
+        if judge is not None and not rotation and (choice.homographies_rotate or short_path) \
+                and best.motion_type != "rotation":
             best = rotation_if_as_good(best, first_plausible(candidates(True), xy, vis, rejected), judge)
         elif judge is not None and rotation and best.motion_type == "rotation":
             moving = first_plausible(candidates(False), xy, vis, rejected)
@@ -485,6 +487,9 @@ class CameraOptions:
     loss_px: float = 1.0  # Cauchy scale of the reprojection loss
     outlier_px: float = 2.0  # tracks with a larger max residual are dynamic
     rotation_baseline: float = 0.01  # camera path / scene depth below which motion is "rotation"
+    # a translating solve whose camera path is under this share of the scene depth is weighed against the
+    # rotation-only camera even where the homographies did not vote rotation (``rotation_if_as_good``)
+    weigh_rotation_baseline: float = 0.1
     depth_weight: float = 2.0  # weight of the log-inverse-depth prior term (when a prior exists)
     focal_contrast: float = 0.25  # FoV-search cost rise next to the best FoV below which the focal is unobserved
     smooth_weight: float = 10.0  # weight of the camera-path smoothness term (second differences of translation)

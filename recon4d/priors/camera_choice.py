@@ -83,7 +83,7 @@ def rotation_if_as_good(moving: CameraResult, rotating: CameraResult | None,
     (``CameraOptions.weigh_rotation_baseline``): where movers hold many of the tracks, most homographies fail
     the vote's tests too, and the translation solve bends a pan into a camera travelling 1-5 % of the scene
     depth (synth pans from video; DAVIS cameras that travel: 36-42 %) whose epipolar test lets the movers
-    pass as background (session 49).
+    pass as background (session 49). The translating camera's path goes to the info too.
     """
     if rotating is None:
         return moving
@@ -91,6 +91,7 @@ def rotation_if_as_good(moving: CameraResult, rotating: CameraResult | None,
               moving.info.get("judge_score") or float(judge(moving))]
     chosen = rotating if scores[0] <= ROTATION_TOLERANCE * scores[1] else moving
     chosen.info["rotation_against_translation"] = scores
+    chosen.info["translation_baseline_over_depth"] = moving.info.get("baseline_over_depth")
     return chosen
 
 

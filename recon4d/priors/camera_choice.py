@@ -82,9 +82,8 @@ def rotation_if_as_good(moving: CameraResult, rotating: CameraResult | None,
     The solver also weighs the rotation where the translating camera's path is short
     (``CameraOptions.weigh_rotation_baseline``): where movers hold many of the tracks, most homographies fail
     the vote's tests too, and the translation solve bends a pan into a camera travelling 1-5 % of the scene
-    depth (synth pans from video) whose epipolar test lets the movers pass as background; DAVIS cameras
-    that travel are mostly further; of the four under a tenth, three score their rotation 3-11 times worse
-    and elephant 1.65 times, which makes it a rotation (docs/decisions.md, session 49). The translating camera's path goes to the info.
+    depth (synth pans from video) whose epipolar test lets the movers pass as background (what it does to
+    DAVIS: docs/decisions.md, session 49). The translating camera's path goes to the info.
     """
     if rotating is None:
         return moving

@@ -75,18 +75,18 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
-import torch
 from scipy.optimize import least_squares
 from scipy.sparse import coo_matrix, csr_matrix
 
 from recon4d.errors import UserError
-from recon4d.geometry import log_rotation, rodrigues, rodrigues_torch
+from recon4d.geometry import log_rotation, rodrigues
 from recon4d.priors.camera_init import ESSENTIAL_ESTIMATORS, essential_chain, rotation_chain, select_model
 from recon4d.priors.camera_problem import BundleProblem, build_problem, subsample_tracks, track_motion
 from recon4d.priors.camera_choice import (DEFAULT_FOV_DEG, default_fov_fits, first_plausible, image_motion_px,
                                          judged_order, rotation_if_as_good, sharp_minimum)
 from recon4d.priors.camera_sanity import gap_note
 from recon4d.priors.parallel import map_single_threaded
+from recon4d.priors.reprojection import reproject, reprojection_derivatives
 
 GAUGE_WEIGHT = 0.01  # pixels of residual per unit of inverse-depth deviation: fixes scale, barely biases
 WHAT_TO_TRY = ("pass --fov-deg if the field of view is known, --masks with the moving objects' masks, "
@@ -106,16 +106,6 @@ class CameraResult:
     points: np.ndarray  # [P, 3] world points of static tracks (NaN elsewhere)
     focal_observed: bool
     info: dict = field(default_factory=dict)
-
-
-def reproject(f, r_t, t_t, r_r, t_r, rho, uv_ref, cx: float, cy: float) -> torch.Tensor:
-    """Pixel position in frame t of the point seen at ``uv_ref`` in its reference frame r with inverse depth
-    ``rho``: X_t ~ R_t R_r^T ray + rho (t_t - R_t R_r^T t_r), a form that stays finite at rho = 0."""
-    ray = torch.stack([(uv_ref[:, 0] - cx) / f, (uv_ref[:, 1] - cy) / f, torch.ones_like(f)], -1)
-    Rrel = rodrigues_torch(r_t) @ rodrigues_torch(r_r).transpose(1, 2)
-    X = (Rrel @ ray[..., None])[..., 0] + rho[:, None] * (t_t - (Rrel @ t_r[..., None])[..., 0])
-    z = X[:, 2].clamp_min(1e-6)
-    return torch.stack([f * X[:, 0] / z + cx, f * X[:, 1] / z + cy], -1)
 
 
 def intrinsics(focal: float, W: int, H: int) -> np.ndarray:
@@ -327,22 +317,11 @@ class CameraSolver:
         x[prob.layout.point_column(idx)] = grid[cost[:, idx].argmin(0)]
         return x
 
-    def _gather(self, x: np.ndarray, prob: BundleProblem) -> list[torch.Tensor]:
-        """Per-observation inputs of :func:`reproject` (float64 tensors)."""
-        f, r, t, rho = self._unpack(x, prob)
-        ref = prob.ref[prob.obs_p]
-        vals = [np.full(len(ref), f), r[prob.obs_t], t[prob.obs_t], r[ref], t[ref], rho[prob.obs_p]]
-        return [torch.from_numpy(np.ascontiguousarray(v)) for v in vals]
-
     def _residual(self, x: np.ndarray, prob: BundleProblem) -> np.ndarray:
         f, r, t, rho = self._unpack(x, prob)
-        with torch.no_grad():
-            proj = reproject(*self._gather(x, prob), self._uv(prob), prob.W / 2, prob.H / 2).numpy()
+        proj = reproject(f, r, t, rho[prob.obs_p], prob.observations)
         return np.concatenate([(proj - prob.obs_xy).ravel(), self._point_residual(x, rho, prob),
                                self._path_residual(f, t)])
-
-    def _uv(self, prob: BundleProblem) -> torch.Tensor:
-        return torch.from_numpy(prob.ref_xy[prob.obs_p])
 
     def _path_residual(self, f: float, t: np.ndarray) -> np.ndarray:
         """Second differences of the camera translations, in pixels at unit depth (the gauge's depth):
@@ -360,27 +339,24 @@ class CameraSolver:
         return self.opt.depth_weight * (np.log(np.maximum(rho, 1e-6)) - np.log(prob.prior_inv) - logs[prob.ref])
 
     def _jacobian(self, x: np.ndarray, prob: BundleProblem) -> csr_matrix:
-        """Exact sparse Jacobian: torch autograd on the per-observation reprojection (rows are independent,
-        so the gradient of the summed u (then v) coordinate is each row's derivative)."""
+        """Exact sparse Jacobian: each observation's row pair from :func:`reprojection_derivatives`."""
         T, P, M, lay = prob.T, len(prob.ref), len(prob.obs_t), prob.layout
-        inputs = [v.requires_grad_(True) for v in self._gather(x, prob)]
-        proj = reproject(*inputs, self._uv(prob), prob.W / 2, prob.H / 2)
-        ref = prob.ref[prob.obs_p]
+        f, r, t, rho = self._unpack(x, prob)
+        obs = prob.observations
+        d = reprojection_derivatives(f, r, t, rho[prob.obs_p], obs)
         rows, cols, vals = [], [], []
         for k in (0, 1):
-            grads = torch.autograd.grad(proj[:, k].sum(), inputs, retain_graph=k == 0)
-            g = [gi.numpy().reshape(M, -1) for gi in grads]
             row = 2 * np.arange(M) + k
-            rows.append(row), cols.append(np.zeros(M, int)), vals.append(g[0][:, 0])
-            for frames, gr, gt in ((prob.obs_t, g[1], g[2]), (ref, g[3], g[4])):
+            rows.append(row), cols.append(np.zeros(M, int)), vals.append(d.focal[:, k])
+            for frames, gr, gt in ((obs.frame, d.rotation_t, d.translation_t),
+                                   (obs.ref, d.rotation_r, d.translation_r)):
                 ok = frames > 0
                 for j in range(3):
                     rows += [row[ok], row[ok]]
                     cols += [lay.rotation_column(frames[ok], j), lay.translation_column(frames[ok], j)]
-                    vals += [gr[ok, j], gt[ok, j]]
-            rows.append(row), cols.append(lay.point_column(prob.obs_p)), vals.append(g[5][:, 0])
+                    vals += [gr[ok, k, j], gt[ok, k, j]]
+            rows.append(row), cols.append(lay.point_column(prob.obs_p)), vals.append(d.inverse_depth[:, k])
         p = np.arange(P)
-        _, _, _, rho = self._unpack(x, prob)
         if prob.prior_inv is None:
             rows.append(2 * M + p), cols.append(lay.point_column(p)), vals.append(np.full(P, GAUGE_WEIGHT))
         else:

@@ -4,8 +4,11 @@ unknown sits in the parameter vector (:class:`ParamLayout`), for :mod:`recon4d.p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+
+from recon4d.priors.reprojection import Observations
 
 # Each frame is seen by at least this many of the adjustment's tracks where it has them (subsample_tracks):
 # six pose unknowns, and enough over that for the Cauchy loss to outvote a few bad tracks.
@@ -76,6 +79,10 @@ class BundleProblem:
     @property
     def layout(self) -> ParamLayout:
         return ParamLayout(self.T, len(self.ref))
+
+    @cached_property
+    def observations(self) -> Observations:
+        return Observations(self.obs_t, self.ref[self.obs_p], self.ref_xy[self.obs_p], self.W / 2, self.H / 2)
 
 
 def build_problem(xy, vis, sel, W, H, prior_depth) -> BundleProblem:

@@ -375,6 +375,35 @@ def test_static_residual_against_known_cameras():
     assert static_residual(x, beyond, K, a, b).max() < 1e-6 < static_residual(x, beyond, K, a, b, bound).min()
 
 
+def test_static_residual_forgives_a_share_of_the_parallax_not_a_crossing():
+    """A dolly whose flow errs across the epipolar lines by 8 % of each static point's motion (the error grows
+    with the displacement): a tenth of the parallax forgives it; an object crossing the lines by 3 px keeps
+    most of its residual; a camera that only turns (no parallax) forgives nothing."""
+    rng = np.random.default_rng(1)
+    K = np.array([[100.0, 0, 64], [0, 100, 48], [0, 0, 1]])
+    a = np.eye(4)
+    b = np.eye(4)
+    b[:3, 3] = [0.02, 0.0, 0.4]  # mostly forwards, points at depth 1 to 6
+    X = np.concatenate([rng.uniform(-1.5, 1.5, (300, 2)), rng.uniform(1, 6, (300, 1))], 1)
+    proj = lambda v, P: (P @ v[:3, :3].T + v[:3, 3]) @ K.T  # noqa: E731
+    x = proj(a, X)[:, :2] / proj(a, X)[:, 2:]
+    y = proj(b, X)[:, :2] / proj(b, X)[:, 2:]
+    across = np.stack([-(y - x)[:, 1], (y - x)[:, 0]], 1)  # the motion turned a quarter: across the lines
+    noisy = y + 0.08 * across * rng.choice([-1.0, 1.0], (300, 1))
+    strict = static_residual(x, noisy, K, a, b)
+    assert strict.max() > 1.25  # over the masks' threshold without the tolerance
+    assert static_residual(x, noisy, K, a, b, parallax_tol=0.1).max() < 1e-9
+    crossing = y + 3 * across / np.linalg.norm(across, axis=1, keepdims=True)
+    slow = np.linalg.norm(y - x, axis=1) < 5  # parallax under 5 px: at most 0.5 px forgiven
+    assert slow.sum() > 50
+    assert (static_residual(x, crossing, K, a, b, parallax_tol=0.1)[slow] > 2.4).all()
+    turned = np.eye(4)
+    turned[:3, :3] = cv2.Rodrigues(np.array([0.0, 0.05, 0.0]))[0]
+    moved = proj(turned, X)[:, :2] / proj(turned, X)[:, 2:] + 2.0
+    assert np.array_equal(static_residual(x, moved, K, a, turned, parallax_tol=0.1),
+                          static_residual(x, moved, K, a, turned))
+
+
 def test_davis_tracks_stay_on_the_horse(tmp_path):
     seq = shared_data("davis", "horsejump-high")
     ingest(seq, tmp_path, IngestOptions(max_frames=20), progress=False)

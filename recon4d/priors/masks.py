@@ -140,6 +140,8 @@ class MotionMasks:
     vote: int = 4  # frames on each side whose masks, carried along the flow, vote on each pixel
     user_reach_px: int = 3  # with user masks, detected regions within this distance of one are kept
     depth_tol: float = 0.05  # relative error of a trusted depth: forgiven as this fraction of the parallax
+    # without a trusted depth: the epipolar residual forgives this fraction of the parallax (``static_residual``)
+    parallax_tol: float = 0.1
     name: str = "motion"
 
     def residual(self, fwd: np.ndarray, bwd: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
@@ -156,7 +158,8 @@ class MotionMasks:
                     continue
                 pos = chain(fwd if u > t else bwd, grid, t, u)
                 if depth is None:
-                    r = static_residual(grid, pos, K, viewmats[t], viewmats[u], max_inv_depth[t]).reshape(H, W)
+                    r = static_residual(grid, pos, K, viewmats[t], viewmats[u], max_inv_depth[t],
+                                        self.parallax_tol).reshape(H, W)
                 else:
                     rigid = rigid_flow(depth[t], K, viewmats[t], viewmats[u])
                     r = np.linalg.norm((pos - grid).reshape(H, W, 2) - rigid, axis=-1)
@@ -273,6 +276,7 @@ class TrackMotion:
     thresh_px: float = 1.25
     k_sigma: float = 4.0
     frac: float = 0.5  # a track is dynamic when more than this fraction of its tests fail
+    parallax_tol: float = 0.1  # as ``MotionMasks.parallax_tol``
 
     def labels(self, xy: np.ndarray, vis: np.ndarray, K: np.ndarray, viewmats: np.ndarray,
                max_inv_depth: np.ndarray) -> np.ndarray:
@@ -286,7 +290,7 @@ class TrackMotion:
             for t in range(T - s):
                 both = np.flatnonzero(vis[t] & vis[t + s])
                 r = static_residual(xy[t, both].astype(np.float64), xy[t + s, both].astype(np.float64), K,
-                                    viewmats[t], viewmats[t + s], max_inv_depth[t])
+                                    viewmats[t], viewmats[t + s], max_inv_depth[t], self.parallax_tol)
                 per.append((both, r))
             if not per or not sum(len(r) for _, r in per):
                 continue

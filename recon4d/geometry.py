@@ -192,10 +192,11 @@ def rodrigues(r: np.ndarray) -> np.ndarray:
     Kx[:, 1, 2], Kx[:, 2, 0], Kx[:, 2, 1] = -k[:, 0], -k[:, 1], k[:, 0]
     small = theta < 1e-8
     R = np.eye(3) + np.sin(theta) * Kx + (1 - np.cos(theta)) * Kx @ Kx
-    return np.where(small, np.eye(3) + _skew(r), R)
+    return np.where(small, np.eye(3) + skew(r), R)
 
 
-def _skew(r: np.ndarray) -> np.ndarray:
+def skew(r: np.ndarray) -> np.ndarray:
+    """``[N, 3, 3]`` matrices of the cross product with ``r [N, 3]``."""
     S = np.zeros((len(r), 3, 3))
     S[:, 0, 1], S[:, 0, 2], S[:, 1, 0] = -r[:, 2], r[:, 1], r[:, 2]
     S[:, 1, 2], S[:, 2, 0], S[:, 2, 1] = -r[:, 0], -r[:, 1], r[:, 0]

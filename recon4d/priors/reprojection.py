@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from recon4d.geometry import rodrigues_torch
+from recon4d.geometry import rodrigues_torch, skew
 
 MIN_DEPTH = 1e-6
 """Depths are clamped here before the division (a point behind the camera projects far away, not to infinity)."""
@@ -61,14 +61,6 @@ def rotations(r: np.ndarray, with_jacobians: bool = False) -> tuple[np.ndarray, 
     return R.detach().numpy(), np.stack([turn[:, 2, 1], turn[:, 0, 2], turn[:, 1, 0]], 1)
 
 
-def _skew(v: np.ndarray) -> np.ndarray:
-    """``[M, 3, 3]`` matrices of the cross product with ``v [M, 3]``."""
-    S = np.zeros((len(v), 3, 3))
-    S[:, 0, 1], S[:, 0, 2], S[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
-    S[:, 1, 0], S[:, 2, 0], S[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
-    return S
-
-
 def _rays(f: float, obs: Observations) -> np.ndarray:
     return np.stack([(obs.uv_ref[:, 0] - obs.cx) / f, (obs.uv_ref[:, 1] - obs.cy) / f, np.ones(len(obs.uv_ref))], -1)
 
@@ -106,9 +98,9 @@ def reprojection_derivatives(f: float, r: np.ndarray, t: np.ndarray, rho: np.nda
     y = X - rho[:, None] * t[obs.frame]  # R_t R_r^T q, the part a turn of frame t moves
     return ReprojectionDerivatives(
         focal=X[:, :2] / z[:, None] + np.einsum("mka,ma->mk", dp_dX, np.einsum("mab,mb->ma", Rrel, dray_df)),
-        rotation_t=-(dp_dX @ _skew(y)) @ J[obs.frame],
+        rotation_t=-(dp_dX @ skew(y)) @ J[obs.frame],
         translation_t=dp_dX * rho[:, None, None],
-        rotation_r=(dp_dX @ Rrel) @ _skew(q) @ J[obs.ref],  # d(R_r^T q) = R_r^T (q x J dr_r)
+        rotation_r=(dp_dX @ Rrel) @ skew(q) @ J[obs.ref],  # d(R_r^T q) = R_r^T (q x J dr_r)
         translation_r=-rho[:, None, None] * (dp_dX @ Rrel),
         inverse_depth=np.einsum("mka,ma->mk", dp_dX, t[obs.frame] - np.einsum("mab,mb->ma", Rrel, t[obs.ref])),
     )
